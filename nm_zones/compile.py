@@ -1,0 +1,261 @@
+"""Compile (interface, zone) into a Ruleset: pure, deterministic, no root needed.
+
+Layout, per family (see DESIGN.md):
+  filter  INPUT -j nmz-input      nmz-input   -i IF -j nmz-if-IF-in     ...catch-all
+          FORWARD -j nmz-forward  nmz-forward -o IF -j nmz-if-IF-fout (masquerade)
+                                              -i IF -j nmz-if-IF-fwd    ...catch-all
+  nat     PREROUTING -j nmz-pre   nmz-pre     -i IF -j nmz-if-IF-pre    (forward-ports)
+          POSTROUTING -j nmz-post nmz-post    -o IF -j nmz-if-IF-post   (masquerade)
+  raw     PREROUTING -j nmz-raw   nmz-raw     -i IF -j nmz-if-IF-raw    (conntrack helpers)
+Tables a zone does not need get no chains for the interface.
+"""
+
+from __future__ import annotations
+
+from .config import ICMP_TYPES
+from .ifname import chain_name
+from .model import FAMILIES, Config, PortRange, Service, Zone
+from .rules import (
+    SECTION_CATCHALL,
+    SECTION_IFACE,
+    SECTION_OUT,
+    DispatchRule,
+    Match,
+    Rule,
+    Ruleset,
+    TablePlan,
+)
+
+CHAIN_KINDS = ("in", "fwd", "fout", "pre", "post", "raw")
+CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
+
+ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}
+ICMP_MATCH = {"ipv4": ("icmp", "icmp-type"), "ipv6": ("icmp6", "icmpv6-type")}
+REJECT_WITH = {"ipv4": "icmp-host-prohibited", "ipv6": "icmp6-adm-prohibited"}
+# Router solicitation/advertisement, neighbour solicitation/advertisement, redirect: without
+# them IPv6 stops working on the link, so every zone accepts them, block and drop included.
+NEIGHBOUR_DISCOVERY = (133, 134, 135, 136, 137)
+# Conntrack helper -> the protocol and port its traffic starts on, and the families it serves.
+HELPER_PORTS = {
+    "ftp": ("tcp", 21, FAMILIES),
+    "tftp": ("udp", 69, FAMILIES),
+    "netbios-ns": ("udp", 137, ("ipv4",)),
+    "sip": ("udp", 5060, FAMILIES),
+    "sane": ("tcp", 6566, FAMILIES),
+    "pptp": ("tcp", 1723, ("ipv4",)),
+    "irc": ("tcp", 194, FAMILIES),
+    "snmp": ("udp", 161, ("ipv4",)),
+    "amanda": ("udp", 10080, ("ipv4",)),
+}
+LOG_PREFIX_MAX = 29
+
+
+def _state(*states: str) -> Match:
+    return Match("conntrack", (("ctstate", ",".join(states)),))
+
+
+def _port_rule(port: PortRange, option: str, destination: str | None = None) -> Rule:
+    return Rule(
+        "ACCEPT",
+        destination=destination,
+        protocol=port.protocol,
+        matches=(Match(port.protocol, ((option, port.iptables),)),),
+    )
+
+
+def _service_rules(service: Service, family: str) -> list[Rule]:
+    if not service.applies_to(family):
+        return []
+    destination = service.destination_for(family)
+    rules = [_port_rule(port, "dport", destination) for port in service.ports]
+    rules += [_port_rule(port, "sport", destination) for port in service.source_ports]
+    rules += [Rule("ACCEPT", destination=destination, protocol=p) for p in service.protocols]
+    return rules
+
+
+def log_prefix(zone: str, interface: str) -> str:
+    """`nmz public eth0: ` trimmed to iptables' 29 characters, interface kept whole."""
+    prefix = f"nmz {zone} {interface}: "
+    if len(prefix) > LOG_PREFIX_MAX:
+        room = LOG_PREFIX_MAX - len(f"nmz  {interface}: ")
+        prefix = f"nmz {zone[: max(room, 1)]} {interface}: "[:LOG_PREFIX_MAX]
+    return prefix
+
+
+def _tail(zone: Zone, family: str, label: str) -> list[Rule]:
+    rules = []
+    if zone.log_denied and zone.target != "accept":
+        rules.append(
+            Rule(
+                "LOG",
+                (("log-prefix", log_prefix(zone.name, label)),),
+                matches=(Match("limit", (("limit", "5/min"),)),),
+            )
+        )
+    if zone.target == "accept":
+        rules.append(Rule("ACCEPT"))
+    elif zone.target == "drop":
+        rules.append(Rule("DROP"))
+    else:
+        rules.append(Rule("REJECT", (("reject-with", REJECT_WITH[family]),)))
+    return rules
+
+
+def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Rule, ...]:
+    icmp = ICMP_PROTOCOL[family]
+    icmp_match, icmp_option = ICMP_MATCH[family]
+    rules = [
+        Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),)),
+        Rule("DROP", matches=(_state("INVALID"),)),
+    ]
+    if family == "ipv6":
+        rules += [
+            Rule("ACCEPT", protocol=icmp, matches=(Match(icmp_match, ((icmp_option, str(t)),)),))
+            for t in NEIGHBOUR_DISCOVERY
+        ]
+    for name in zone.icmp_blocks:
+        number = ICMP_TYPES[family].get(name)
+        if number is not None:
+            rules.append(
+                Rule(
+                    "REJECT",
+                    (("reject-with", REJECT_WITH[family]),),
+                    protocol=icmp,
+                    matches=(Match(icmp_match, ((icmp_option, str(number)),)),),
+                )
+            )
+    if zone.target == "default":
+        rules.append(Rule("ACCEPT", protocol=icmp))
+    if zone.target != "accept":
+        if _forward_ports(zone, family):
+            rules.append(Rule("ACCEPT", matches=(_state("DNAT"),)))
+        for name in zone.services:
+            rules += _service_rules(config.services[name], family)
+        rules += [_port_rule(port, "dport") for port in zone.ports]
+        rules += [Rule("ACCEPT", protocol=p) for p in zone.protocols]
+    rules += _tail(zone, family, label)
+    return tuple(rules)
+
+
+def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
+    """Traffic routed through this machine that entered on the interface."""
+    rules = [
+        Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED", "DNAT"),)),
+        Rule("DROP", matches=(_state("INVALID"),)),
+    ]
+    return tuple(rules + _tail(zone, family, label))
+
+
+def _forward_ports(zone: Zone, family: str) -> list:
+    """Forward-ports of this family: local redirects serve both, remote ones their own."""
+    return [
+        forward
+        for forward in zone.forward_ports
+        if forward.to_addr is None or (":" in forward.to_addr) == (family == "ipv6")
+    ]
+
+
+def _nat_prerouting(zone: Zone, family: str) -> tuple[Rule, ...]:
+    rules = []
+    for forward in _forward_ports(zone, family):
+        port = forward.port
+        match = (Match(port.protocol, (("dport", port.iptables),)),)
+        if forward.to_addr is None:
+            target = Rule("REDIRECT", (("to-ports", str(forward.to_port)),))
+        else:
+            address = f"[{forward.to_addr}]" if family == "ipv6" else forward.to_addr
+            if forward.to_port is not None:
+                address += f":{forward.to_port}"
+            target = Rule("DNAT", (("to-destination", address),))
+        rules.append(
+            Rule(target.target, target.target_options, protocol=port.protocol, matches=match)
+        )
+    return tuple(rules)
+
+
+def _helper_rules(zone: Zone, config: Config, family: str) -> tuple[Rule, ...]:
+    helpers = sorted({h for s in zone.services for h in config.services[s].helpers})
+    rules = []
+    for helper in helpers:
+        protocol, port, families = HELPER_PORTS[helper]
+        if family in families:
+            rules.append(
+                Rule(
+                    "CT",
+                    (("helper", helper),),
+                    protocol=protocol,
+                    matches=(Match(protocol, (("dport", str(port)),)),),
+                )
+            )
+    return tuple(rules)
+
+
+def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
+    """The Ruleset that binds `interface` to `zone`, both families."""
+    chains = {kind: chain_name(interface, kind) for kind in CHAIN_KINDS}
+    tables: dict[str, dict[str, TablePlan]] = {}
+    for family in FAMILIES:
+        filter_chains = [
+            (chains["in"], input_rules(zone, config, family, interface)),
+            (chains["fwd"], forward_rules(zone, family, interface)),
+        ]
+        dispatch = [
+            DispatchRule("nmz-input", Rule(chains["in"], in_interface=interface)),
+            DispatchRule("nmz-forward", Rule(chains["fwd"], in_interface=interface)),
+        ]
+        masquerade = zone.masquerade and family == "ipv4"
+        if masquerade:
+            filter_chains.append((chains["fout"], (Rule("ACCEPT", matches=(_state("NEW"),)),)))
+            dispatch.append(
+                DispatchRule(
+                    "nmz-forward", Rule(chains["fout"], out_interface=interface), SECTION_OUT
+                )
+            )
+        family_tables = {"filter": TablePlan(tuple(filter_chains), tuple(dispatch))}
+        prerouting = _nat_prerouting(zone, family)
+        if prerouting or masquerade:
+            nat_chains, nat_dispatch = [], []
+            if prerouting:
+                nat_chains.append((chains["pre"], prerouting))
+                nat_dispatch.append(
+                    DispatchRule("nmz-pre", Rule(chains["pre"], in_interface=interface))
+                )
+            if masquerade:
+                nat_chains.append((chains["post"], (Rule("MASQUERADE"),)))
+                nat_dispatch.append(
+                    DispatchRule("nmz-post", Rule(chains["post"], out_interface=interface))
+                )
+            family_tables["nat"] = TablePlan(tuple(nat_chains), tuple(nat_dispatch))
+        helpers = _helper_rules(zone, config, family)
+        if helpers:
+            family_tables["raw"] = TablePlan(
+                ((chains["raw"], helpers),),
+                (DispatchRule("nmz-raw", Rule(chains["raw"], in_interface=interface)),),
+            )
+        tables[family] = family_tables
+    needs_forwarding = zone.masquerade or any(f.to_addr for f in zone.forward_ports)
+    return Ruleset(interface, zone.name, tuple(chains.values()), tables, needs_forwarding)
+
+
+def compile_catchall(zone: Zone, config: Config) -> Ruleset:
+    """Default-zone rules for every interface no zone claims, except the exempt ones.
+
+    Only the filter table: it is what keeps a new interface closed before its first event.
+    """
+    exempt = config.connections_map.exempt_interfaces
+    tables = {}
+    for family in FAMILIES:
+        dispatch = []
+        for chain, kind in (("nmz-input", "in"), ("nmz-forward", "fwd")):
+            for pattern in exempt:
+                name = pattern[:-1] + "+" if pattern.endswith("*") else pattern
+                dispatch.append(
+                    DispatchRule(chain, Rule("RETURN", in_interface=name), SECTION_CATCHALL)
+                )
+            dispatch.append(DispatchRule(chain, Rule(CATCHALL_CHAINS[kind]), SECTION_CATCHALL))
+        chains = (
+            (CATCHALL_CHAINS["in"], input_rules(zone, config, family, "*")),
+            (CATCHALL_CHAINS["fwd"], forward_rules(zone, family, "*")),
+        )
+        tables[family] = {"filter": TablePlan(chains, tuple(dispatch))}
+    return Ruleset(None, zone.name, tuple(CATCHALL_CHAINS.values()), tables, False)

@@ -1,0 +1,579 @@
+"""Load and validate the layered configuration: shipped defaults, then the admin's files.
+
+Each file is validated on its own, so that one broken zone file costs only that zone: the
+result lists the zones that could not be loaded (and why) next to the ones that can be used.
+Every problem names the file, the line and the key, and says what would be valid.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+
+from .errors import Problem
+from .model import (
+    PORT_PROTOCOLS,
+    TARGETS,
+    Config,
+    ConnectionsMap,
+    ForwardPort,
+    PortRange,
+    Service,
+    Zone,
+)
+from .paths import Paths
+from .yamlsource import LocList, LocMap, read_yaml
+
+ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")
+SERVICE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HELPER_NAME = re.compile(r"^[a-z0-9-]{1,15}$")
+EXEMPT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,15}\*?$")
+PORT = re.compile(r"^(\d+)(?:-(\d+))?/([A-Za-z]+)$")
+
+ZONE_KEYS = (
+    "description",
+    "target",
+    "services",
+    "ports",
+    "protocols",
+    "icmp-blocks",
+    "masquerade",
+    "forward-ports",
+    "log-denied",
+)
+SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destination", "helpers")
+MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
+FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
+
+# ICMP type names and their numbers, per family; a blocked name applies where it exists.
+ICMP_TYPES = {
+    "ipv4": {
+        "echo-reply": 0,
+        "destination-unreachable": 3,
+        "source-quench": 4,
+        "redirect": 5,
+        "echo-request": 8,
+        "router-advertisement": 9,
+        "router-solicitation": 10,
+        "time-exceeded": 11,
+        "parameter-problem": 12,
+        "timestamp-request": 13,
+        "timestamp-reply": 14,
+        "address-mask-request": 17,
+        "address-mask-reply": 18,
+    },
+    "ipv6": {
+        "destination-unreachable": 1,
+        "packet-too-big": 2,
+        "time-exceeded": 3,
+        "parameter-problem": 4,
+        "echo-request": 128,
+        "echo-reply": 129,
+    },
+}
+ICMP_NAMES = sorted(set(ICMP_TYPES["ipv4"]) | set(ICMP_TYPES["ipv6"]))
+
+# IP protocols a zone or service may open as a whole, by the names iptables prints.
+IP_PROTOCOLS = {
+    "icmp": 1,
+    "igmp": 2,
+    "ipencap": 4,
+    "tcp": 6,
+    "udp": 17,
+    "ipv6": 41,
+    "gre": 47,
+    "esp": 50,
+    "ah": 51,
+    "ipv6-icmp": 58,
+    "eigrp": 88,
+    "ospf": 89,
+    "etherip": 97,
+    "encap": 98,
+    "pim": 103,
+    "ipcomp": 108,
+    "vrrp": 112,
+    "l2tp": 115,
+    "sctp": 132,
+    "udplite": 136,
+    "mpls-in-ip": 137,
+    "dccp": 33,
+}
+CONNTRACK_HELPERS = (
+    "amanda",
+    "ftp",
+    "irc",
+    "netbios-ns",
+    "pptp",
+    "sane",
+    "sip",
+    "snmp",
+    "tftp",
+)
+
+
+@dataclass
+class LoadResult:
+    """A usable Config plus everything that went wrong while loading it."""
+
+    config: Config
+    problems: list[Problem] = field(default_factory=list)
+    broken_zones: dict[str, list[Problem]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # every file read, for the cache key
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _hint(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean {close[0]!r}?" if close else "valid: " + ", ".join(sorted(choices))
+
+
+class _FileChecker:
+    """Validation helpers bound to one file, collecting problems."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.problems: list[Problem] = []
+
+    def add(self, line: int, key: str, message: str) -> None:
+        self.problems.append(Problem(self.path, line, key, message))
+
+    def mapping(self, doc, kind: str, keys: tuple[str, ...]) -> LocMap | None:
+        if doc is None:
+            return None
+        if not isinstance(doc, LocMap):
+            line = getattr(doc, "line", 1)
+            self.add(
+                line,
+                "",
+                f"a {kind} file must be a mapping of keys (valid keys: " + ", ".join(keys) + ")",
+            )
+            return None
+        for key in doc:
+            if key not in keys:
+                self.add(doc.key_lines[key], key, f"unknown key ({_hint(key, keys)})")
+        return doc
+
+    def text(self, doc: LocMap, key: str) -> str:
+        value = doc.get(key)
+        if value is None:
+            return ""
+        if isinstance(value, (LocMap, LocList)) or isinstance(value, bool):
+            self.add(doc.key_lines[key], key, "must be text")
+            return ""
+        return str(value)
+
+    def boolean(self, doc: LocMap, key: str) -> bool:
+        value = doc.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            self.add(doc.key_lines[key], key, f"must be true or false, not {value!r}")
+            return False
+        return value
+
+    def items(self, doc: LocMap, key: str) -> list[tuple[int, str, object]]:
+        """A list value as (line, key path, item); a lone scalar is reported, not guessed."""
+        value = doc.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, LocList):
+            self.add(doc.key_lines[key], key, f"must be a list, as in {key}: [ ... ]")
+            return []
+        return [(value.item_lines[i], f"{key}[{i}]", item) for i, item in enumerate(value)]
+
+    def port(self, line: int, key: str, item) -> PortRange | None:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            self.add(line, key, f"must be a port such as 22/tcp or 60000-61000/udp, not {item!r}")
+            return None
+        match = PORT.match(str(item).strip())
+        if not match:
+            if re.fullmatch(r"\d+(-\d+)?", str(item).strip()):
+                self.add(line, key, f"{item!r} has no protocol (add one: {item}/tcp or {item}/udp)")
+            else:
+                self.add(line, key, f"{item!r} is not a port (as in 22/tcp or 60000-61000/udp)")
+            return None
+        first = int(match.group(1))
+        last = int(match.group(2) or first)
+        protocol = match.group(3).lower()
+        if protocol not in PORT_PROTOCOLS:
+            self.add(
+                line, key, f"unknown protocol {protocol!r} ({_hint(protocol, PORT_PROTOCOLS)})"
+            )
+            return None
+        for number in (first, last):
+            if not 1 <= number <= 65535:
+                self.add(line, key, f"port {number} is out of range (1-65535)")
+                return None
+        if last < first:
+            self.add(line, key, f"range {first}-{last} is reversed (write {last}-{first})")
+            return None
+        return PortRange(first, last, protocol)
+
+    def ports(self, doc: LocMap, key: str) -> tuple[PortRange, ...]:
+        found = (self.port(line, path, item) for line, path, item in self.items(doc, key))
+        return tuple(sorted({p for p in found if p is not None}))
+
+    def names(self, doc: LocMap, key: str, valid, what: str) -> tuple[str, ...]:
+        result = []
+        for line, path, item in self.items(doc, key):
+            if not isinstance(item, str) or item not in valid:
+                self.add(line, path, f"unknown {what} {item!r} ({_hint(str(item), valid)})")
+            elif item not in result:
+                result.append(item)
+        return tuple(result)
+
+
+def _zone_name_problem(path: str) -> str | None:
+    name = os.path.basename(path)[: -len(".yaml")]
+    if not ZONE_NAME.match(name):
+        return (
+            f"zone name {name!r} is not valid (1-17 letters, digits, '-' or '_'; "
+            "the file name without .yaml is the zone's name)"
+        )
+    return None
+
+
+def load_service(path: str, name: str) -> tuple[Service | None, list[Problem]]:
+    check = _FileChecker(path)
+    if not SERVICE_NAME.match(name):
+        check.add(1, "", f"service name {name!r} is not valid (letters, digits, '-' or '_')")
+        return None, check.problems
+    doc = check.mapping(read_yaml(path, check.problems), "service", SERVICE_KEYS)
+    if doc is None:
+        if not check.problems:
+            check.add(1, "", "empty service file (give at least ports or protocols)")
+        return None, check.problems
+    destination: list[tuple[str, str]] = []
+    value = doc.get("destination")
+    if value is not None:
+        if not isinstance(value, LocMap):
+            check.add(
+                doc.key_lines["destination"],
+                "destination",
+                "must be a mapping with ipv4 and/or ipv6 addresses",
+            )
+        else:
+            for family, address in value.items():
+                line = value.key_lines[family]
+                key = f"destination.{family}"
+                if family not in ("ipv4", "ipv6"):
+                    check.add(line, key, f"unknown family ({_hint(family, ('ipv4', 'ipv6'))})")
+                    continue
+                try:
+                    network = ipaddress.ip_network(str(address), strict=False)
+                except ValueError:
+                    check.add(line, key, f"{address!r} is not an {family} address or network")
+                    continue
+                if network.version != (4 if family == "ipv4" else 6):
+                    check.add(line, key, f"{address} is not an {family} address")
+                    continue
+                destination.append((family, str(address)))
+    service = Service(
+        name=name,
+        description=check.text(doc, "description"),
+        ports=check.ports(doc, "ports"),
+        protocols=check.names(doc, "protocols", IP_PROTOCOLS, "protocol"),
+        source_ports=check.ports(doc, "source-ports"),
+        destination=tuple(sorted(destination)),
+        helpers=check.names(doc, "helpers", CONNTRACK_HELPERS, "conntrack helper"),
+    )
+    return (None if check.problems else service), check.problems
+
+
+def load_zone(
+    path: str, name: str, services: dict[str, Service], broken_services: set[str]
+) -> tuple[Zone | None, list[Problem]]:
+    check = _FileChecker(path)
+    bad_name = _zone_name_problem(path)
+    if bad_name:
+        check.add(1, "", bad_name)
+        return None, check.problems
+    doc = check.mapping(read_yaml(path, check.problems), "zone", ZONE_KEYS)
+    if doc is None and check.problems:
+        return None, check.problems
+    doc = doc or LocMap()
+    if not hasattr(doc, "key_lines"):
+        doc.key_lines = {}
+    target = check.text(doc, "target").lower() or "default"
+    if target not in TARGETS:
+        check.add(
+            doc.key_lines.get("target", 1),
+            "target",
+            f"unknown target {target!r} ({_hint(target, TARGETS)})",
+        )
+    zone_services = []
+    for line, key, item in check.items(doc, "services"):
+        if not isinstance(item, str) or not SERVICE_NAME.match(item):
+            check.add(line, key, f"{item!r} is not a service name")
+        elif item in broken_services:
+            check.add(line, key, f"service {item!r} cannot be loaded (see its own file)")
+        elif item not in services:
+            check.add(line, key, f"unknown service {item!r} ({_hint(item, services)})")
+        elif item not in zone_services:
+            zone_services.append(item)
+    forward_ports = []
+    for line, key, item in check.items(doc, "forward-ports"):
+        forward = _forward_port(check, line, key, item)
+        if forward:
+            forward_ports.append(forward)
+    zone = Zone(
+        name=name,
+        description=check.text(doc, "description"),
+        target=target,
+        services=tuple(zone_services),
+        ports=check.ports(doc, "ports"),
+        protocols=check.names(doc, "protocols", IP_PROTOCOLS, "protocol"),
+        icmp_blocks=check.names(doc, "icmp-blocks", ICMP_NAMES, "ICMP type"),
+        masquerade=check.boolean(doc, "masquerade"),
+        forward_ports=tuple(forward_ports),
+        log_denied=check.boolean(doc, "log-denied"),
+        source=path,
+    )
+    return (None if check.problems else zone), check.problems
+
+
+def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort | None:
+    if not isinstance(item, LocMap):
+        check.add(line, key, "must be a mapping such as {port: 80/tcp, to-port: 8080}")
+        return None
+    for name in item:
+        if name not in FORWARD_PORT_KEYS:
+            check.add(
+                item.key_lines[name],
+                f"{key}.{name}",
+                f"unknown key ({_hint(name, FORWARD_PORT_KEYS)})",
+            )
+    if "port" not in item:
+        check.add(line, f"{key}.port", "missing (the incoming port, such as 80/tcp)")
+        return None
+    port = check.port(item.key_lines["port"], f"{key}.port", item["port"])
+    to_port = item.get("to-port")
+    if to_port is not None:
+        if (
+            isinstance(to_port, bool)
+            or not str(to_port).isdigit()
+            or not (1 <= int(str(to_port)) <= 65535)
+        ):
+            check.add(
+                item.key_lines["to-port"],
+                f"{key}.to-port",
+                f"{to_port!r} is not a port number (1-65535)",
+            )
+            return None
+        to_port = int(str(to_port))
+    to_addr = item.get("to-addr")
+    if to_addr is not None:
+        try:
+            to_addr = str(ipaddress.ip_address(str(to_addr)))
+        except ValueError:
+            check.add(
+                item.key_lines["to-addr"],
+                f"{key}.to-addr",
+                f"{to_addr!r} is not an IPv4 or IPv6 address",
+            )
+            return None
+    if to_port is None and to_addr is None:
+        check.add(line, key, "needs to-port, to-addr or both")
+        return None
+    if port is None:
+        return None
+    return ForwardPort(port, to_port, to_addr)
+
+
+def load_map(path: str) -> tuple[ConnectionsMap | None, list[Problem], LocMap | None]:
+    check = _FileChecker(path)
+    doc = check.mapping(read_yaml(path, check.problems), "connections map", MAP_KEYS)
+    if doc is None:
+        if not check.problems:
+            check.add(1, "", "empty connections map (give at least default-zone)")
+        return None, check.problems, None
+
+    def zone_name(key: str) -> str:
+        value = check.text(doc, key)
+        if value and not ZONE_NAME.match(value):
+            check.add(doc.key_lines[key], key, f"{value!r} is not a zone name")
+            return ""
+        return value
+
+    connections = []
+    value = doc.get("connections")
+    if value is not None and not isinstance(value, LocMap):
+        check.add(
+            doc.key_lines["connections"],
+            "connections",
+            "must be a mapping of connection UUID or name to zone",
+        )
+    elif value:
+        for name, zone in value.items():
+            if not isinstance(zone, str) or not ZONE_NAME.match(zone):
+                check.add(
+                    value.key_lines[name], f"connections.{name}", f"{zone!r} is not a zone name"
+                )
+                continue
+            connections.append((name, zone))
+    exempt = []
+    for line, key, item in check.items(doc, "exempt-interfaces"):
+        if not isinstance(item, str) or not EXEMPT_PATTERN.match(item):
+            check.add(line, key, f"{item!r} is not an interface name or prefix* pattern")
+        else:
+            exempt.append(item)
+    result = ConnectionsMap(
+        default_zone=zone_name("default-zone") or "public",
+        wired_zone=zone_name("wired-zone"),
+        wireless_zone=zone_name("wireless-zone"),
+        connections=tuple(connections),
+        exempt_interfaces=tuple(exempt),
+    )
+    if "default-zone" not in doc:
+        check.add(doc.line, "default-zone", "missing (the zone of unknown networks, e.g. public)")
+    return (None if check.problems else result), check.problems, doc
+
+
+def _map_zone_problems(
+    path: str, doc: LocMap, cmap: ConnectionsMap, zones: dict, broken: dict
+) -> list[Problem]:
+    """A map that names zones which do not exist: reported, and resolution falls back."""
+    problems = []
+    valid = sorted(set(zones) | set(broken))
+    for key in ("default-zone", "wired-zone", "wireless-zone"):
+        zone = {
+            "default-zone": cmap.default_zone,
+            "wired-zone": cmap.wired_zone,
+            "wireless-zone": cmap.wireless_zone,
+        }[key]
+        if zone and zone not in zones and zone not in broken:
+            problems.append(
+                Problem(
+                    path,
+                    doc.key_lines.get(key, 1),
+                    key,
+                    f"zone {zone!r} does not exist ({_hint(zone, valid)})",
+                )
+            )
+    connections = doc.get("connections") or LocMap()
+    for name, zone in cmap.connections:
+        if zone not in zones and zone not in broken:
+            problems.append(
+                Problem(
+                    path,
+                    connections.key_lines.get(name, 1),
+                    f"connections.{name}",
+                    f"zone {zone!r} does not exist ({_hint(zone, valid)})",
+                )
+            )
+    return problems
+
+
+def _yaml_files(directory: str) -> dict[str, str]:
+    """NAME -> path for NAME.yaml in a folder; hidden and backup files are ignored."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return {}
+    return {
+        name[: -len(".yaml")]: os.path.join(directory, name)
+        for name in sorted(names)
+        if name.endswith(".yaml") and not name.startswith(".")
+    }
+
+
+def insecure_problem(path: str, is_dir: bool = False) -> Problem | None:
+    """Running as root, an admin file others could write must not decide the firewall."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    what = "folder" if is_dir else "file"
+    if info.st_uid != 0:
+        return Problem(path, 1, "", f"{what} is not owned by root (chown root {path})")
+    if info.st_mode & 0o022:
+        return Problem(path, 1, "", f"{what} is writable by group or others (chmod go-w {path})")
+    return None
+
+
+def config_files(paths: Paths) -> list[str]:
+    """Every file and folder whose change must invalidate the compiled-config cache."""
+    result = [
+        os.path.join(paths.config, "zones.d"),
+        os.path.join(paths.config, "services.d"),
+        os.path.join(paths.config, "connections-map.yaml"),
+        paths.config,
+    ]
+    for sub in ("zones.d", "services.d"):
+        result += list(_yaml_files(os.path.join(paths.config, sub)).values())
+        result += list(_yaml_files(os.path.join(paths.shipped, sub)).values())
+    result.append(os.path.join(paths.shipped, "connections-map.yaml"))
+    return result
+
+
+def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
+    """Read every layer and return what can be used plus what is wrong."""
+    problems: list[Problem] = []
+    check_owner = os.geteuid() == 0 and not shipped_only
+
+    def layered(sub: str) -> tuple[dict[str, str], dict[str, Problem]]:
+        """NAME -> path, admin files over shipped ones; and admin files refused as insecure."""
+        files = _yaml_files(os.path.join(paths.shipped, sub))
+        refused: dict[str, Problem] = {}
+        if shipped_only:
+            return files, refused
+        admin_dir = os.path.join(paths.config, sub)
+        admin = _yaml_files(admin_dir)
+        folder_problem = insecure_problem(admin_dir, is_dir=True) if check_owner and admin else None
+        for name, path in admin.items():
+            files[name] = path
+            problem = folder_problem or (insecure_problem(path) if check_owner else None)
+            if problem:
+                refused[name] = problem
+        return files, refused
+
+    services: dict[str, Service] = {}
+    broken_services: set[str] = set()
+    service_files, refused = layered("services.d")
+    for name, path in service_files.items():
+        bad = refused.get(name)
+        found, found_problems = (None, [bad]) if bad else load_service(path, name)
+        problems += found_problems
+        if found:
+            services[name] = found
+        else:
+            broken_services.add(name)
+
+    zones: dict[str, Zone] = {}
+    broken: dict[str, list[Problem]] = {}
+    zone_files, refused = layered("zones.d")
+    for name, path in zone_files.items():
+        bad = refused.get(name)
+        found, found_problems = (
+            (None, [bad]) if bad else load_zone(path, name, services, broken_services)
+        )
+        problems += found_problems
+        if found:
+            zones[name] = found
+        else:
+            broken[name] = found_problems
+
+    shipped_map = os.path.join(paths.shipped, "connections-map.yaml")
+    admin_map = os.path.join(paths.config, "connections-map.yaml")
+    map_path = admin_map if not shipped_only and os.path.exists(admin_map) else shipped_map
+    bad = insecure_problem(map_path) if check_owner and map_path == admin_map else None
+    cmap, map_problems, doc = (None, [bad], None) if bad else load_map(map_path)
+    problems += map_problems
+    if cmap is None and map_path != shipped_map:
+        cmap, _, doc = load_map(shipped_map)  # the admin's map is broken: keep the shipped one
+        map_path = shipped_map
+    if cmap is None:
+        cmap, doc = ConnectionsMap(), None
+    if doc is not None:
+        problems += _map_zone_problems(map_path, doc, cmap, zones, broken)
+
+    config = Config(zones=zones, services=services, connections_map=cmap)
+    return LoadResult(config, problems, broken, config_files(paths))

@@ -1,0 +1,68 @@
+"""Interface names: which ones nm-zones can match exactly, and the chain names they get.
+
+Linux allows any byte in an interface name except `/`, `:`, whitespace and NUL, up to 15 bytes.
+iptables reads a trailing `+` as "any interface with this prefix" and a leading `!` as negation,
+so such names cannot be matched exactly: they are refused rather than risk matching another
+interface. Quotes and backslashes would not survive iptables-save text: refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .errors import UsageError
+
+IFNAMSIZ = 15
+_PLAIN = re.compile(r"^[A-Za-z0-9_.-]+$")
+_REFUSED = set("/: \t\n\r\v\f\"'\\+!")
+
+
+def check_interface(name: str) -> str:
+    """Return the name if nm-zones can filter it exactly; raise UsageError saying why not."""
+    if not name:
+        raise UsageError("interface name is empty")
+    if len(name.encode("utf-8", "surrogateescape")) > IFNAMSIZ:
+        raise UsageError(f"interface name {name!r} is longer than {IFNAMSIZ} bytes")
+    if name in (".", ".."):
+        raise UsageError(f"interface name {name!r} is not valid")
+    if not name.isascii() or not name.isprintable():
+        raise UsageError(f"interface name {name!r}: only printable ASCII names are supported")
+    bad = sorted(set(name) & _REFUSED)
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise UsageError(
+            f"interface name {name!r} contains {shown}, which iptables cannot match exactly "
+            "('+' is a wildcard, '!' a negation); rename the interface"
+        )
+    if name.startswith("-"):
+        raise UsageError(f"interface name {name!r} must not start with '-'")
+    return name
+
+
+def chain_token(name: str) -> str:
+    """A short, unique, iptables-safe stand-in for the interface in chain names."""
+    if _PLAIN.match(name):
+        return name
+    # `~` never appears in a plain token, so hashed and plain tokens cannot collide.
+    return "~" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def chain_name(name: str, kind: str) -> str:
+    """`nmz-if-eth0-in`: at most 7 + 15 + 5 = 27 characters, within iptables' 28.
+
+    No kind's `-KIND` ends another's (in, fwd, fout, pre, post, raw), so the chains of two
+    interfaces never share a name.
+    """
+    return f"nmz-if-{chain_token(name)}-{kind}"
+
+
+def matches_exempt(name: str, patterns: tuple[str, ...]) -> bool:
+    """`lo` matches exactly, `docker*` matches any name starting with `docker`."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if name.startswith(pattern[:-1]):
+                return True
+        elif name == pattern:
+            return True
+    return False

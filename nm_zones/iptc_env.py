@@ -1,0 +1,77 @@
+"""Import python-iptables fast: every NetworkManager event pays for this import.
+
+A plain `import iptc` runs `ldconfig -v` to find the xtables extension folder and asks
+`ctypes.util.find_library` (which spawns ldconfig or gcc) for each library; together that is
+hundreds of milliseconds. Here the libraries are located with a few stat calls and handed over
+while iptc imports, which keeps the import to a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_LIBRARIES = ("ip4tc", "ip6tc", "xtables")
+
+
+def _library_dirs() -> list[str]:
+    multiarch = getattr(sys.implementation, "_multiarch", "")
+    dirs = [f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else []
+    return [*dirs, "/usr/lib64", "/lib64", "/usr/lib", "/lib"]
+
+
+def locate_libraries() -> dict[str, str]:
+    """Short library name -> path, for libip4tc, libip6tc, libxtables, libc and libxtwrapper."""
+    found: dict[str, str] = {}
+    for directory in _library_dirs():
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for short in _LIBRARIES:
+            if short in found:
+                continue
+            prefix = f"lib{short}.so"
+            versions = sorted(n for n in names if n.startswith(prefix + ".") or n == prefix)
+            if versions:
+                found[short] = os.path.join(directory, min(versions, key=len))
+        if all(short in found for short in _LIBRARIES):
+            found["xtables-dir"] = os.path.join(directory, "xtables")
+            break
+    found["c"] = "libc.so.6"
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    for entry in sys.path:
+        for suffix in EXTENSION_SUFFIXES:
+            candidate = os.path.join(entry or ".", "libxtwrapper" + suffix)
+            if os.path.exists(candidate):
+                found["xtwrapper"] = candidate
+                return found
+    return found
+
+
+def import_iptc():
+    """Return the iptc module, imported with the libraries located beforehand."""
+    if "iptc" in sys.modules:
+        return sys.modules["iptc"]
+    import ctypes.util
+
+    known = locate_libraries()
+    if "xtables-dir" in known:
+        os.environ.setdefault("XTABLES_LIBDIR", known["xtables-dir"])
+    os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
+    original = ctypes.util.find_library
+
+    def find_library(name: str):
+        return known.get(name) or original(name)
+
+    ctypes.util.find_library = find_library
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import iptc
+    finally:
+        ctypes.util.find_library = original
+    return iptc
