@@ -12,12 +12,10 @@ Tables a zone does not need get no chains for the interface.
 
 from __future__ import annotations
 
-from .config import ICMP_TYPES
 from .ifname import chain_name
-from .model import FAMILIES, Config, PortRange, Service, Zone
+from .model import FAMILIES, ICMP_TYPES, Config, PortRange, Service, Zone
 from .rules import (
     SECTION_CATCHALL,
-    SECTION_IFACE,
     SECTION_OUT,
     DispatchRule,
     Match,

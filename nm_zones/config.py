@@ -11,20 +11,23 @@ import difflib
 import ipaddress
 import os
 import re
-from dataclasses import dataclass, field
 
 from .errors import Problem
 from .model import (
+    CONNTRACK_HELPERS,
+    ICMP_NAMES,
+    IP_PROTOCOLS,
     PORT_PROTOCOLS,
     TARGETS,
     Config,
     ConnectionsMap,
     ForwardPort,
+    LoadResult,
     PortRange,
     Service,
     Zone,
 )
-from .paths import Paths
+from .paths import Paths, config_files, yaml_files
 from .yamlsource import LocList, LocMap, read_yaml
 
 ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")
@@ -47,85 +50,6 @@ ZONE_KEYS = (
 SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destination", "helpers")
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
-
-# ICMP type names and their numbers, per family; a blocked name applies where it exists.
-ICMP_TYPES = {
-    "ipv4": {
-        "echo-reply": 0,
-        "destination-unreachable": 3,
-        "source-quench": 4,
-        "redirect": 5,
-        "echo-request": 8,
-        "router-advertisement": 9,
-        "router-solicitation": 10,
-        "time-exceeded": 11,
-        "parameter-problem": 12,
-        "timestamp-request": 13,
-        "timestamp-reply": 14,
-        "address-mask-request": 17,
-        "address-mask-reply": 18,
-    },
-    "ipv6": {
-        "destination-unreachable": 1,
-        "packet-too-big": 2,
-        "time-exceeded": 3,
-        "parameter-problem": 4,
-        "echo-request": 128,
-        "echo-reply": 129,
-    },
-}
-ICMP_NAMES = sorted(set(ICMP_TYPES["ipv4"]) | set(ICMP_TYPES["ipv6"]))
-
-# IP protocols a zone or service may open as a whole, by the names iptables prints.
-IP_PROTOCOLS = {
-    "icmp": 1,
-    "igmp": 2,
-    "ipencap": 4,
-    "tcp": 6,
-    "udp": 17,
-    "ipv6": 41,
-    "gre": 47,
-    "esp": 50,
-    "ah": 51,
-    "ipv6-icmp": 58,
-    "eigrp": 88,
-    "ospf": 89,
-    "etherip": 97,
-    "encap": 98,
-    "pim": 103,
-    "ipcomp": 108,
-    "vrrp": 112,
-    "l2tp": 115,
-    "sctp": 132,
-    "udplite": 136,
-    "mpls-in-ip": 137,
-    "dccp": 33,
-}
-CONNTRACK_HELPERS = (
-    "amanda",
-    "ftp",
-    "irc",
-    "netbios-ns",
-    "pptp",
-    "sane",
-    "sip",
-    "snmp",
-    "tftp",
-)
-
-
-@dataclass
-class LoadResult:
-    """A usable Config plus everything that went wrong while loading it."""
-
-    config: Config
-    problems: list[Problem] = field(default_factory=list)
-    broken_zones: dict[str, list[Problem]] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)  # every file read, for the cache key
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 def _hint(word: str, choices) -> str:
@@ -163,7 +87,7 @@ class _FileChecker:
         value = doc.get(key)
         if value is None:
             return ""
-        if isinstance(value, (LocMap, LocList)) or isinstance(value, bool):
+        if isinstance(value, (LocMap, LocList, bool)):
             self.add(doc.key_lines[key], key, "must be text")
             return ""
         return str(value)
@@ -470,21 +394,6 @@ def _map_zone_problems(
     return problems
 
 
-def _yaml_files(directory: str) -> dict[str, str]:
-    """NAME -> path for NAME.yaml in a folder; hidden and backup files are ignored."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return {}
-    except OSError:
-        return {}
-    return {
-        name[: -len(".yaml")]: os.path.join(directory, name)
-        for name in sorted(names)
-        if name.endswith(".yaml") and not name.startswith(".")
-    }
-
-
 def insecure_problem(path: str, is_dir: bool = False) -> Problem | None:
     """Running as root, an admin file others could write must not decide the firewall."""
     try:
@@ -499,21 +408,6 @@ def insecure_problem(path: str, is_dir: bool = False) -> Problem | None:
     return None
 
 
-def config_files(paths: Paths) -> list[str]:
-    """Every file and folder whose change must invalidate the compiled-config cache."""
-    result = [
-        os.path.join(paths.config, "zones.d"),
-        os.path.join(paths.config, "services.d"),
-        os.path.join(paths.config, "connections-map.yaml"),
-        paths.config,
-    ]
-    for sub in ("zones.d", "services.d"):
-        result += list(_yaml_files(os.path.join(paths.config, sub)).values())
-        result += list(_yaml_files(os.path.join(paths.shipped, sub)).values())
-    result.append(os.path.join(paths.shipped, "connections-map.yaml"))
-    return result
-
-
 def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     """Read every layer and return what can be used plus what is wrong."""
     problems: list[Problem] = []
@@ -521,12 +415,12 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
 
     def layered(sub: str) -> tuple[dict[str, str], dict[str, Problem]]:
         """NAME -> path, admin files over shipped ones; and admin files refused as insecure."""
-        files = _yaml_files(os.path.join(paths.shipped, sub))
+        files = yaml_files(os.path.join(paths.shipped, sub))
         refused: dict[str, Problem] = {}
         if shipped_only:
             return files, refused
         admin_dir = os.path.join(paths.config, sub)
-        admin = _yaml_files(admin_dir)
+        admin = yaml_files(admin_dir)
         folder_problem = insecure_problem(admin_dir, is_dir=True) if check_owner and admin else None
         for name, path in admin.items():
             files[name] = path

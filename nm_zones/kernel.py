@@ -13,17 +13,16 @@ changes last; filter first when removing, so the catch-all takes over before NAT
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import time
 from collections.abc import Iterable
-from contextlib import contextmanager
 
 from .compile import CATCHALL_CHAINS, CHAIN_KINDS
-from .config import IP_PROTOCOLS
 from .errors import KernelError
 from .ifname import chain_name
-from .model import FAMILIES
+from .iptc_env import import_iptc
+from .locks import file_lock
+from .model import FAMILIES, IP_PROTOCOLS
 from .rules import (
     HOOKS,
     SECTION_CATCHALL,
@@ -33,7 +32,6 @@ from .rules import (
     Ruleset,
     TablePlan,
 )
-from .iptc_env import import_iptc
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
@@ -55,23 +53,9 @@ def check_netns_allowed() -> None:
         )
 
 
-@contextmanager
 def xtables_lock(path: str = XTABLES_LOCK, wait: float = LOCK_WAIT_SECONDS):
-    """The flock that iptables -w takes, so nm-zones and iptables never interleave."""
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise KernelError(f"another program holds {path} for over {wait:.0f} s")
-                time.sleep(0.005)
-        yield
-    finally:
-        os.close(fd)
+    """The flock that `iptables -w` takes, so nm-zones and iptables never interleave."""
+    return file_lock(path, wait, "another program")
 
 
 def owned_chains(interface: str | None) -> frozenset[str]:
@@ -215,13 +199,35 @@ class Netfilter:
     def remove(
         self, interface: str | None, previous_tables: set[tuple[str, str]] | None = None
     ) -> None:
-        owned = owned_chains(interface)
+        self.remove_chains(owned_chains(interface), previous_tables, interface is None)
+
+    def remove_chains(
+        self,
+        owned: frozenset[str],
+        previous_tables: set[tuple[str, str]] | None = None,
+        catchall: bool = False,
+    ) -> None:
+        """Remove the given chains and the dispatch rules leading to them; filter first."""
         for family in FAMILIES:
             for name in reversed(TABLE_ORDER):
                 if previous_tables is not None and (family, name) not in previous_tables:
                     continue
                 if self._has_dispatch(family, name):
-                    self.commit_table(family, name, owned, TablePlan(), interface is None)
+                    self.commit_table(family, name, owned, TablePlan(), catchall)
+
+    def interface_tokens(self) -> set[str]:
+        """The interface part of every `nmz-if-TOKEN-KIND` chain in the kernel."""
+        tokens = set()
+        for family in FAMILIES:
+            for name in TABLE_ORDER:
+                if not self._has_dispatch(family, name):
+                    continue
+                table = self._table(family, name)
+                table.refresh()
+                for chain in table.chains:
+                    if chain.name.startswith("nmz-if-"):
+                        tokens.add(chain.name[len("nmz-if-") :].rsplit("-", 1)[0])
+        return tokens
 
     def _has_dispatch(self, family: str, name: str) -> bool:
         if not _table_loaded(family, name):

@@ -27,3 +27,33 @@ class Paths:
     def disabled_flag(self) -> str:
         """Kept in the config dir, not the state dir, so that `disable` survives a reboot."""
         return os.path.join(self.config, "disabled")
+
+
+def yaml_files(directory: str) -> dict[str, str]:
+    """NAME -> path for NAME.yaml in a folder; hidden and backup files are ignored."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return {}
+    return {
+        name[: -len(".yaml")]: os.path.join(directory, name)
+        for name in sorted(names)
+        if name.endswith(".yaml") and not name.startswith(".")
+    }
+
+
+def config_files(paths: Paths) -> list[str]:
+    """Every file and folder whose change must invalidate the compiled-config cache."""
+    result = [
+        os.path.join(paths.config, "zones.d"),
+        os.path.join(paths.config, "services.d"),
+        os.path.join(paths.config, "connections-map.yaml"),
+        paths.config,
+    ]
+    for sub in ("zones.d", "services.d"):
+        result += list(yaml_files(os.path.join(paths.config, sub)).values())
+        result += list(yaml_files(os.path.join(paths.shipped, sub)).values())
+    result.append(os.path.join(paths.shipped, "connections-map.yaml"))
+    return result

@@ -1,0 +1,7 @@
+"""`python -m nm_zones` is `nm-zones`: the systemd unit and the hook use the interpreter path."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

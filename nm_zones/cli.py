@@ -1,0 +1,555 @@
+"""`nm-zones`: the command line door into the same pipeline the dispatcher hook uses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .errors import ConfigError, KernelError, UsageError
+from .paths import Paths
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+DESCRIPTION = """\
+Network zones for NetworkManager: every network gets a trust level (a zone), and the moment
+NetworkManager connects it, its interface gets exactly that zone's firewall rules (IPv4 and
+IPv6, through iptables' legacy tables). Only that interface's rules change.
+
+Zones: trusted, home, internal, work, dmz, public, external, block, drop (see: nm-zones zones).
+Config: shipped defaults, overridden file by file from /etc/nm-zones/ (zones.d/NAME.yaml,
+services.d/NAME.yaml, connections-map.yaml). NM_ZONES_CONFIG_DIR and NM_ZONES_STATE_DIR
+move /etc/nm-zones and /run/nm-zones.
+"""
+
+EPILOG = """\
+examples:
+  nm-zones zones                          the zones and what they allow
+  nm-zones assign "Cafe Wi-Fi" public     this network is public, from now on
+  nm-zones default-zone --wireless public unknown Wi-Fi networks get public
+  nm-zones plan eth0 home                 the exact rules apply would commit
+  nm-zones status                         what is applied where, and why
+
+exit status: 0 success, 1 failure (not root, degraded, kernel error), 2 bad usage or config
+"""
+
+
+def _paths() -> Paths:
+    return Paths.from_environment()
+
+
+def _need_root(command: str) -> None:
+    if os.geteuid() != 0:
+        raise PermissionError(f"{command} changes the firewall: run it as root")
+
+
+def _engine():
+    from .engine import Engine
+
+    return Engine(_paths())
+
+
+def _loaded(strict: bool = False):
+    from .cache import load_config
+
+    result = load_config(_paths(), use_cache=os.geteuid() == 0)
+    if strict and result.problems:
+        raise ConfigError(result.problems)
+    return result
+
+
+def _print_json(value) -> None:
+    json.dump(value, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+# -- read-only commands ------------------------------------------------------------------
+
+
+def cmd_zones(args) -> int:
+    loaded = _loaded()
+    config = loaded.config
+    default = config.connections_map.default_zone
+    names = sorted(set(config.zones) | set(loaded.broken_zones))
+    if args.json:
+        _print_json(
+            [
+                {
+                    "name": name,
+                    "description": config.zones[name].description if name in config.zones else "",
+                    "target": config.zones[name].target if name in config.zones else None,
+                    "default": name == default,
+                    "broken": name in loaded.broken_zones,
+                }
+                for name in names
+            ]
+        )
+        return EXIT_OK
+    for name in names:
+        mark = "*" if name == default else " "
+        if name in loaded.broken_zones:
+            print(f"{mark} {name:<17} BROKEN: {loaded.broken_zones[name][0]}")
+        else:
+            print(f"{mark} {name:<17} {config.zones[name].description}")
+    return EXIT_OK
+
+
+def _zone_view(zone, config) -> dict:
+    services = {}
+    for name in zone.services:
+        service = config.services[name]
+        services[name] = {
+            "ports": [str(p) for p in service.ports],
+            "source-ports": [str(p) for p in service.source_ports],
+            "protocols": list(service.protocols),
+            "destination": dict(service.destination),
+        }
+    return {
+        "name": zone.name,
+        "description": zone.description,
+        "target": zone.target,
+        "services": services,
+        "ports": [str(p) for p in zone.ports],
+        "protocols": list(zone.protocols),
+        "icmp-blocks": list(zone.icmp_blocks),
+        "masquerade": zone.masquerade,
+        "forward-ports": [
+            {"port": str(f.port), "to-port": f.to_port, "to-addr": f.to_addr}
+            for f in zone.forward_ports
+        ],
+        "log-denied": zone.log_denied,
+        "file": zone.source,
+    }
+
+
+def cmd_show(args) -> int:
+    loaded = _loaded()
+    if args.zone in loaded.broken_zones:
+        raise ConfigError(loaded.broken_zones[args.zone])
+    if args.zone not in loaded.config.zones:
+        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+    view = _zone_view(loaded.config.zones[args.zone], loaded.config)
+    if args.json:
+        _print_json(view)
+        return EXIT_OK
+    print(f"{view['name']}: {view['description']}")
+    print(f"  file:         {view['file']}")
+    print(f"  target:       {view['target']}")
+    for name, service in view["services"].items():
+        ports = service["ports"] + [f"from {p}" for p in service["source-ports"]]
+        ports += service["protocols"]
+        where = ", ".join(f"{k} {v}" for k, v in sorted(service["destination"].items()))
+        print(
+            f"  service:      {name:<16} {' '.join(ports)}" + (f"  (to {where})" if where else "")
+        )
+    for key in ("ports", "protocols", "icmp-blocks"):
+        if view[key]:
+            print(f"  {key + ':':<13} {' '.join(view[key])}")
+    if view["masquerade"]:
+        print("  masquerade:   yes (IPv4)")
+    for forward in view["forward-ports"]:
+        to = f"{forward['to-addr'] or ''}{':' if forward['to-port'] else ''}"
+        to += str(forward["to-port"] or "")
+        print(f"  forward-port: {forward['port']} -> {to}")
+    if view["log-denied"]:
+        print("  log-denied:   yes")
+    return EXIT_OK
+
+
+def cmd_services(args) -> int:
+    services = _loaded().config.services
+    if args.json:
+        _print_json(
+            {
+                name: {
+                    "description": s.description,
+                    "ports": [str(p) for p in s.ports],
+                    "source-ports": [str(p) for p in s.source_ports],
+                    "protocols": list(s.protocols),
+                    "destination": dict(s.destination),
+                    "helpers": list(s.helpers),
+                }
+                for name, s in sorted(services.items())
+            }
+        )
+        return EXIT_OK
+    for name, service in sorted(services.items()):
+        ports = [str(p) for p in service.ports] + [f"from {p}" for p in service.source_ports]
+        ports += list(service.protocols)
+        print(f"{name:<26} {' '.join(ports):<28} {service.description}")
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    from .config import load
+
+    result = load(_paths())
+    if result.problems:
+        raise ConfigError(result.problems)
+    return EXIT_OK
+
+
+def cmd_plan(args) -> int:
+    from .compile import compile_interface
+    from .ifname import check_interface
+
+    check_interface(args.interface)
+    loaded = _loaded()
+    if args.zone in loaded.broken_zones:
+        raise ConfigError(loaded.broken_zones[args.zone])
+    if args.zone not in loaded.config.zones:
+        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+    ruleset = compile_interface(args.interface, loaded.config.zones[args.zone], loaded.config)
+    sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
+    sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
+    return EXIT_OK
+
+
+# -- commands that change the firewall ---------------------------------------------------
+
+
+def _run_changes(engine, action) -> int:
+    with engine.state_dir.locked():
+        action()
+    for change in engine.changes:
+        print(change)
+    for warning in engine.warnings:
+        print(f"nm-zones: {warning}", file=sys.stderr)
+    return EXIT_FAILURE if engine.degraded else EXIT_OK
+
+
+def cmd_apply(args) -> int:
+    _need_root("apply")
+    from .ifname import check_interface
+
+    check_interface(args.interface)
+    engine = _engine()
+    if args.zone not in engine.known_zones():
+        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+
+    def action():
+        from .engine import REASON_COMMAND, interface_index
+
+        if not interface_index(args.interface):
+            raise UsageError(f"no interface named {args.interface!r}")
+        engine.apply_interface(args.interface, args.zone, REASON_COMMAND)
+
+    return _run_changes(engine, action)
+
+
+def cmd_remove(args) -> int:
+    _need_root("remove")
+    from .ifname import check_interface
+
+    check_interface(args.interface)
+    engine = _engine()
+    return _run_changes(engine, lambda: engine.remove_interface(args.interface))
+
+
+def cmd_reload(args) -> int:
+    _need_root("reload")
+    from .engine import Engine
+
+    engine = Engine(_paths(), use_cache=False)
+    if os.path.exists(engine.paths.disabled_flag):
+        raise UsageError("nm-zones is disabled (nm-zones enable)")
+    if engine.loaded.problems:
+        for problem in engine.loaded.problems:
+            print(problem, file=sys.stderr)
+        engine.degraded = True
+    return _run_changes(engine, engine.reload)
+
+
+def cmd_gc(args) -> int:
+    _need_root("gc")
+    engine = _engine()
+
+    def action():
+        state = engine.state_dir.load()
+        engine.repair(state)
+        engine.collect_garbage(state)
+        engine.collect_orphans(state)
+
+    return _run_changes(engine, action)
+
+
+def cmd_status(args) -> int:
+    from .engine import interface_index
+    from .state import StateDir
+    from .verify import kernel_holds
+
+    paths = _paths()
+    state = StateDir(paths.state).load()
+    disabled = os.path.exists(paths.disabled_flag)
+    engine = _engine()
+    rows = []
+    for name, binding in sorted(state.interfaces.items()):
+        usable = engine.usable_zone(binding.zone)
+        held = None
+        if usable and os.geteuid() == 0 and binding.status == "applied":
+            from .compile import compile_interface
+
+            held = kernel_holds(compile_interface(name, usable[0], usable[1]))
+        rows.append(
+            {
+                "interface": name,
+                "zone": binding.zone,
+                "reason": binding.reason,
+                "connection": binding.connection_id,
+                "connection_uuid": binding.connection_uuid,
+                "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(binding.since)),
+                "status": binding.status,
+                "present": interface_index(name) == binding.ifindex,
+                "kernel": {True: "in place", False: "DIFFERS", None: "unknown"}[held],
+                "degraded": binding.degraded,
+            }
+        )
+    if args.json:
+        _print_json(
+            {
+                "enabled": not disabled,
+                "default_zone": state.catchall_zone,
+                "interfaces": rows,
+            }
+        )
+    else:
+        if disabled:
+            print("nm-zones is disabled (nm-zones enable)")
+        print(f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}")
+        for row in rows:
+            line = (
+                f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
+                f"kernel: {row['kernel']:<8}  why: {row['reason']}"
+            )
+            if row["connection"]:
+                line += f"  connection: {row['connection']}"
+            if row["status"] != "applied":
+                line += f"  ({row['status'].upper()})"
+            if not row["present"]:
+                line += "  (interface gone)"
+            if row["degraded"]:
+                line += f"  DEGRADED: {row['degraded']}"
+            print(line)
+    bad = any(r["degraded"] or r["kernel"] == "DIFFERS" for r in rows)
+    return EXIT_FAILURE if bad else EXIT_OK
+
+
+def cmd_assign(args) -> int:
+    from .nm import assign
+
+    _need_root("assign")
+    engine = _engine()
+    if args.zone not in engine.known_zones():
+        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+    return _run_changes(engine, lambda: assign(engine, args.connection, args.zone))
+
+
+def cmd_default_zone(args) -> int:
+    from .mapfile import set_map_zone
+
+    loaded = _loaded()
+    cmap = loaded.config.connections_map
+    key = "wired-zone" if args.wired else "wireless-zone" if args.wireless else "default-zone"
+    current = {
+        "default-zone": cmap.default_zone,
+        "wired-zone": cmap.wired_zone,
+        "wireless-zone": cmap.wireless_zone,
+    }[key]
+    if args.zone is None:
+        print(current or f"{cmap.default_zone} (default-zone)")
+        return EXIT_OK
+    _need_root("default-zone")
+    known = set(loaded.config.zones) | set(loaded.broken_zones)
+    if args.zone not in known and not (args.zone == "" and key != "default-zone"):
+        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+    paths = _paths()
+    set_map_zone(paths, key, args.zone)
+    if os.path.exists(paths.disabled_flag):
+        return EXIT_OK
+    from .engine import Engine
+
+    engine = Engine(paths, use_cache=False)
+    return _run_changes(engine, engine.reload)
+
+
+def cmd_enable(args) -> int:
+    _need_root("enable")
+    from .nm import enable
+
+    engine = _engine()
+    return _run_changes(engine, lambda: enable(engine))
+
+
+def cmd_disable(args) -> int:
+    _need_root("disable")
+    from .nm import disable
+
+    engine = _engine()
+    return _run_changes(engine, lambda: disable(engine))
+
+
+def cmd_install(args) -> int:
+    from .install import install, uninstall
+
+    if os.geteuid() != 0 and args.root == "/":
+        raise PermissionError("install writes to /etc: run it as root, or give --root DIR")
+    for line in (uninstall if args.uninstall else install)(args.root):
+        print(line)
+    return EXIT_OK
+
+
+# -- argument parsing --------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nm-zones",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name, func, summary, example, **kwargs):
+        p = sub.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            **kwargs,
+        )
+        p.set_defaults(func=func)
+        return p
+
+    p = command("zones", cmd_zones, "list the zones; * marks default-zone", "nm-zones zones")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = command(
+        "show", cmd_show, "what a zone allows, services expanded to ports", "nm-zones show home"
+    )
+    p.add_argument("zone")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = command(
+        "services",
+        cmd_services,
+        "list the service catalog (shipped + /etc)",
+        "nm-zones services --json",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    command(
+        "check",
+        cmd_check,
+        "validate every zone, service and the map; one line per problem, exit 2 if any",
+        "nm-zones check && nm-zones reload",
+    )
+    p = command(
+        "plan",
+        cmd_plan,
+        "print the rules apply would commit: '# IPv4' then iptables-save text, '# IPv6' then "
+        "ip6tables-save text, each loadable by iptables-legacy-restore --noflush "
+        "(declaring a chain flushes it: load it into a scratch namespace, not a live system)",
+        "nm-zones plan eth0 public",
+    )
+    p.add_argument("interface")
+    p.add_argument("zone")
+    p = command(
+        "apply", cmd_apply, "bind an interface to a zone now (root)", "nm-zones apply eth0 home"
+    )
+    p.add_argument("interface")
+    p.add_argument("zone")
+    p = command(
+        "remove",
+        cmd_remove,
+        "remove an interface's rules; it falls back to the catch-all (root)",
+        "nm-zones remove eth0",
+    )
+    p.add_argument("interface")
+    p = command(
+        "status",
+        cmd_status,
+        "what is applied where, since when, why, and whether the kernel still holds it",
+        "nm-zones status --json",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    command(
+        "reload",
+        cmd_reload,
+        "re-read the config; re-apply only interfaces whose rules changed; installs the "
+        "hooks and the catch-all even with nothing bound (root)",
+        "nm-zones reload",
+    )
+    command(
+        "gc",
+        cmd_gc,
+        "remove rules of interfaces that are gone and chains nobody owns (root)",
+        "nm-zones gc",
+    )
+    p = command(
+        "assign",
+        cmd_assign,
+        "set a connection's zone in NetworkManager (connection.zone) and apply it at "
+        "once if the connection is active (root)",
+        'nm-zones assign "Home Wi-Fi" home',
+    )
+    p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
+    p.add_argument("zone")
+    p = command(
+        "default-zone",
+        cmd_default_zone,
+        "show or set the zone of networks nothing else places; interfaces that got "
+        "their zone that way follow at once (root to set)",
+        "nm-zones default-zone --wireless public",
+    )
+    p.add_argument("zone", nargs="?", help="the zone to set; omit to show the current one")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--wired", action="store_true", help="unknown wired networks only")
+    which.add_argument("--wireless", action="store_true", help="unknown wireless networks only")
+    command(
+        "enable",
+        cmd_enable,
+        "turn nm-zones back on and apply the zones of all active connections (root)",
+        "nm-zones enable",
+    )
+    command(
+        "disable",
+        cmd_disable,
+        "remove every nm-zones rule and make the hook a no-op, across reboots (root)",
+        "nm-zones disable",
+    )
+    p = command(
+        "install",
+        cmd_install,
+        "install the NetworkManager hook and /etc/nm-zones (never overwrites an admin's file)",
+        "nm-zones install --root /tmp/image",
+    )
+    p.add_argument("--root", default="/", help="write everything under DIR (default /)")
+    p.add_argument("--uninstall", action="store_true", help="remove what install wrote")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as error:
+        print(f"nm-zones: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except PermissionError as error:
+        print(f"nm-zones: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KernelError as error:
+        print(f"nm-zones: kernel: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

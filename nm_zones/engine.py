@@ -1,0 +1,296 @@
+"""The pipeline both doors (the dispatcher hook and the `nm-zones` command) go through:
+binding -> Ruleset -> kernel -> state, with the fail-safe rules:
+
+- a zone whose file (or a service it uses) cannot be loaded never opens anything: an interface
+  that already has rules keeps them; a new one gets the shipped definition, else `block`;
+- an interface is marked `applying` in the state before its commits, so an interrupted run is
+  repaired by the next one;
+- nothing is committed when the compiled rules equal what was applied (a no-op event does not
+  even import python-iptables).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from .cache import load_config
+from .compile import CHAIN_KINDS, compile_catchall, compile_interface
+from .errors import UsageError
+from .ifname import chain_token, check_interface, matches_exempt
+from .log import Change, record, to_syslog
+from .model import Config, LoadResult, Zone
+from .paths import Paths
+from .resolve import Connection, decide_zone
+from .rules import Ruleset
+from .state import Binding, State, StateDir
+
+FALLBACK_ZONE = "block"
+REASON_COMMAND = "command line"
+REASON_NM = "nmcli connection.zone"
+
+
+def interface_index(name: str) -> int:
+    """The kernel's index for the name, 0 when no such interface exists (a cheap check)."""
+    try:
+        return socket.if_nametoindex(name)
+    except OSError:
+        return 0
+
+
+class Engine:
+    def __init__(self, paths: Paths | None = None, use_cache: bool = True):
+        self.paths = paths or Paths.from_environment()
+        self.state_dir = StateDir(self.paths.state)
+        self.use_cache = use_cache
+        self._loaded: LoadResult | None = None
+        self._shipped: LoadResult | None = None
+        self._netfilter = None
+        self.changes: list[Change] = []
+        self.warnings: list[str] = []
+        self.degraded = False
+
+    # -- inputs --------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> LoadResult:
+        if self._loaded is None:
+            self._loaded = load_config(self.paths, self.use_cache)
+        return self._loaded
+
+    @property
+    def config(self) -> Config:
+        return self.loaded.config
+
+    @property
+    def netfilter(self):
+        if self._netfilter is None:
+            from .kernel import Netfilter
+
+            self._netfilter = Netfilter()
+        return self._netfilter
+
+    def known_zones(self) -> set[str]:
+        """Zones that exist, loadable or not (a broken zone still exists: it is not renamed)."""
+        return set(self.config.zones) | set(self.loaded.broken_zones)
+
+    def map_problems(self) -> list:
+        return [p for p in self.loaded.problems if p.file.endswith("connections-map.yaml")]
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        to_syslog(message, warning=True)
+
+    def usable_zone(self, name: str) -> tuple[Zone, Config, str] | None:
+        """The zone to compile for `name`, the config holding its services, and why it is
+        degraded (empty when it is not). None when no zone of that name exists."""
+        if name in self.config.zones:
+            return self.config.zones[name], self.config, ""
+        problems = self.loaded.broken_zones.get(name)
+        if problems is None:
+            return None
+        why = f"zone {name!r} cannot be loaded ({problems[0]})"
+        if self._shipped is None:
+            from .config import load
+
+            self._shipped = load(self.paths, shipped_only=True)
+        shipped = self._shipped.config
+        if name in shipped.zones:
+            return shipped.zones[name], shipped, why + "; using the shipped definition"
+        return shipped.zones[FALLBACK_ZONE], shipped, why + f"; using {FALLBACK_ZONE}"
+
+    def decide(self, connection: Connection):
+        decision = decide_zone(connection, self.config.connections_map, self.known_zones())
+        if decision.warning:
+            self.warn(f"connection {connection.id or connection.uuid!r}: {decision.warning}")
+        return decision
+
+    # -- the catch-all -------------------------------------------------------------------
+
+    def catchall_ruleset(self) -> tuple[Ruleset, str]:
+        name = self.config.connections_map.default_zone
+        usable = self.usable_zone(name) or self.usable_zone(FALLBACK_ZONE)
+        if usable is None:
+            raise UsageError(f"default-zone {name!r} does not exist")
+        zone, config, degraded = usable
+        return compile_catchall(zone, config), degraded
+
+    def ensure_catchall(self, state: State) -> None:
+        """Hooks plus default-zone rules for unclaimed interfaces; committed only on change."""
+        ruleset, degraded = self.catchall_ruleset()
+        digest = ruleset.digest()
+        if state.catchall_digest == digest:
+            return
+        started = time.monotonic()
+        self.netfilter.apply(ruleset)
+        old = state.catchall_zone
+        state.catchall_zone, state.catchall_digest = ruleset.zone, digest
+        self.state_dir.save(state)
+        self._changed(
+            Change(
+                "*",
+                old,
+                ruleset.zone,
+                "default-zone for unclaimed interfaces",
+                "",
+                _ms(started),
+                degraded,
+            )
+        )
+
+    # -- one interface -------------------------------------------------------------------
+
+    def apply_interface(
+        self,
+        interface: str,
+        zone_name: str,
+        reason: str,
+        connection: Connection | None = None,
+        state: State | None = None,
+    ) -> Change | None:
+        """Bind `interface` to `zone_name`; returns the change made, None for a no-op."""
+        check_interface(interface)
+        if matches_exempt(interface, self.config.connections_map.exempt_interfaces):
+            raise UsageError(
+                f"{interface} matches exempt-interfaces in the connections map; "
+                "nm-zones does not filter it"
+            )
+        state = state or self.state_dir.load()
+        self.ensure_catchall(state)
+        old = state.interfaces.get(interface)
+        usable = self.usable_zone(zone_name)
+        if usable is None:
+            raise UsageError(f"unknown zone {zone_name!r} (see: nm-zones zones)")
+        zone, config, degraded = usable
+        connection = connection or Connection()
+        if degraded:
+            self.degraded = True
+            if old and old.status == "applied":
+                self.warn(f"{interface}: {degraded}; keeping its rules of zone {old.zone!r}")
+                if old.degraded != degraded:
+                    old.degraded = degraded
+                    self.state_dir.save(state)
+                return None
+            self.warn(f"{interface}: {degraded}")
+        ruleset = compile_interface(interface, zone, config)
+        digest = ruleset.digest()
+        ifindex = interface_index(interface)
+        if old and old.status == "applied" and old.digest == digest and old.ifindex == ifindex:
+            if (old.reason, old.connection_uuid, old.degraded) != (
+                reason,
+                connection.uuid,
+                degraded,
+            ):
+                old.reason, old.degraded = reason, degraded
+                old.connection_uuid = connection.uuid or old.connection_uuid
+                old.connection_id = connection.id or old.connection_id
+                self.state_dir.save(state)
+            return None
+        started = time.monotonic()
+        new_tables = sorted({(f, t) for f, tables in ruleset.tables.items() for t in tables})
+        previous = old.table_set() if old else None
+        binding = Binding(
+            zone=zone.name,
+            reason=reason,
+            ifindex=ifindex,
+            connection_uuid=connection.uuid,
+            connection_id=connection.id,
+            connection_type=connection.type,
+            since=time.time(),
+            digest=digest,
+            tables=[list(t) for t in sorted(set(new_tables) | (previous or set()))],
+            status="applying",
+            degraded=degraded,
+        )
+        state.interfaces[interface] = binding
+        self.state_dir.save(state)
+        self.netfilter.apply(ruleset, previous)
+        binding.status = "applied"
+        binding.tables = [list(t) for t in new_tables]
+        self.state_dir.save(state)
+        return self._changed(
+            Change(
+                interface,
+                old.zone if old else "",
+                zone.name,
+                reason,
+                connection.id or connection.uuid,
+                _ms(started),
+                degraded,
+            )
+        )
+
+    def remove_interface(
+        self, interface: str, reason: str = "removed", state: State | None = None
+    ) -> Change | None:
+        state = state or self.state_dir.load()
+        old = state.interfaces.get(interface)
+        if old is None:
+            return None
+        started = time.monotonic()
+        self.netfilter.remove(interface, old.table_set() or None)
+        del state.interfaces[interface]
+        self.state_dir.save(state)
+        return self._changed(
+            Change(interface, old.zone, "", reason, old.connection_id, _ms(started))
+        )
+
+    def _changed(self, change: Change) -> Change:
+        self.changes.append(change)
+        record(change)
+        return change
+
+    # -- everything ----------------------------------------------------------------------
+
+    def repair(self, state: State) -> None:
+        """Finish what an interrupted run left `applying`."""
+        for name, binding in sorted(state.interfaces.items()):
+            if binding.status == "applying":
+                binding.digest = ""  # force a fresh commit
+                connection = Connection(
+                    binding.connection_uuid, binding.connection_id, binding.connection_type
+                )
+                try:
+                    self.apply_interface(name, binding.zone, binding.reason, connection, state)
+                except UsageError:
+                    self.remove_interface(name, "unusable after interruption", state)
+
+    def collect_garbage(self, state: State) -> None:
+        """Interfaces that are gone (or whose name now belongs to another device) lose their
+        rules: a failed activation never sends `down`."""
+        for name, binding in sorted(state.interfaces.items()):
+            index = interface_index(name)
+            if index == 0 or (binding.ifindex and index != binding.ifindex):
+                self.remove_interface(name, "interface gone", state)
+
+    def collect_orphans(self, state: State) -> None:
+        """Chains in the kernel for interfaces the state does not know (lost state)."""
+        known = {chain_token(name) for name in state.interfaces}
+        for token in self.netfilter.interface_tokens() - known:
+            owned = frozenset(f"nmz-if-{token}-{kind}" for kind in CHAIN_KINDS)
+            self.netfilter.remove_chains(owned)
+            self._changed(Change(f"<{token}>", "?", "", "orphaned chains removed"))
+
+    def reload(self) -> None:
+        """Re-read the config and re-apply only the interfaces whose rules differ."""
+        state = self.state_dir.load()
+        self.repair(state)
+        self.collect_garbage(state)
+        self.ensure_catchall(state)
+        for name, binding in sorted(state.interfaces.items()):
+            connection = Connection(
+                binding.connection_uuid, binding.connection_id, binding.connection_type
+            )
+            zone, reason = binding.zone, binding.reason
+            if reason in (REASON_NM, REASON_COMMAND):
+                if zone not in self.known_zones():
+                    self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
+                    zone, reason = self.config.connections_map.default_zone, "default-zone"
+            else:
+                decision = self.decide(connection)
+                zone, reason = decision.zone, decision.reason
+            self.apply_interface(name, zone, reason, connection, state)
+
+
+def _ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000

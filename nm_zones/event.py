@@ -1,0 +1,76 @@
+"""NetworkManager dispatcher events: `50-nm-zones IFACE ACTION`, environment from NM.
+
+Actions nm-zones ignores return before anything heavy is imported. NetworkManager waits for
+pre-up and pre-down, and runs hooks one at a time for all devices, so every event is kept short.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+APPLY_ACTIONS = frozenset({"pre-up", "up", "vpn-pre-up", "vpn-up"})
+RECHECK_ACTIONS = frozenset({"reapply", "dhcp4-change", "dhcp6-change"})
+REMOVE_ACTIONS = frozenset({"pre-down", "down", "vpn-pre-down", "vpn-down"})
+HANDLED_ACTIONS = APPLY_ACTIONS | RECHECK_ACTIONS | REMOVE_ACTIONS
+
+
+def vpn_without_interface(action: str, interface: str, env: dict) -> bool:
+    """IPsec and the like report the physical device as VPN_IP_IFACE: leave it alone."""
+    if not action.startswith("vpn-"):
+        return False
+    devices = {env.get("DEVICE_IFACE", ""), env.get("DEVICE_IP_IFACE", "")} - {""}
+    return not interface or interface in devices
+
+
+def handle(argv: list[str], env: dict) -> int:
+    """Run one event; returns the exit status (0 ok, 1 degraded or failed)."""
+    interface = argv[1] if len(argv) > 1 else ""
+    action = argv[2] if len(argv) > 2 else ""
+    if action not in HANDLED_ACTIONS or not interface or interface == "none":
+        return 0
+    if interface == "lo" or env.get("CONNECTION_EXTERNAL") == "1":
+        return 0
+    if vpn_without_interface(action, interface, env):
+        return 0
+    from .paths import Paths
+
+    paths = Paths.from_environment()
+    if os.path.exists(paths.disabled_flag):
+        return 0
+    from .engine import Engine, interface_index
+    from .errors import ConfigError, KernelError, UsageError
+    from .ifname import matches_exempt
+    from .resolve import read_connection
+
+    engine = Engine(paths)
+    try:
+        with engine.state_dir.locked():
+            state = engine.state_dir.load()
+            engine.repair(state)
+            engine.collect_garbage(state)
+            if action in REMOVE_ACTIONS:
+                engine.remove_interface(interface, f"NetworkManager {action}", state)
+            elif interface_index(interface) and not matches_exempt(
+                interface, engine.config.connections_map.exempt_interfaces
+            ):
+                connection = read_connection(
+                    env.get("CONNECTION_UUID", ""),
+                    env.get("CONNECTION_ID", ""),
+                    env.get("CONNECTION_FILENAME", ""),
+                )
+                decision = engine.decide(connection)
+                engine.apply_interface(interface, decision.zone, decision.reason, connection, state)
+    except (UsageError, ConfigError, KernelError) as error:
+        print(f"nm-zones: {interface} {action}: {error}", file=sys.stderr)
+        from .log import to_syslog
+
+        to_syslog(f"{interface} {action}: {error}", warning=True)
+        return 1
+    for warning in engine.warnings:
+        print(f"nm-zones: {warning}", file=sys.stderr)
+    return 1 if engine.degraded else 0
+
+
+def main() -> None:
+    sys.exit(handle(sys.argv, dict(os.environ)))

@@ -1,0 +1,134 @@
+"""`nm-zones install`: the dispatcher hook, /etc/nm-zones and the boot-time unit.
+
+The hook is written for the interpreter nm-zones is installed under, started with `-S` (no
+site-packages scan: no .pth file can slow down or change an event) and the package folders
+written into it, because NetworkManager gives hooks no environment. An admin's file is never
+overwritten, and --uninstall removes only what install wrote.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+
+from .paths import SHIPPED_DIR
+
+HOOK_NAME = "50-nm-zones"
+HOOK_MARKER = "nm-zones: NetworkManager dispatcher hook"
+UNIT_NAME = "nm-zones.service"
+
+
+def _under(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
+
+
+def package_paths() -> list[str]:
+    """The sys.path entries the hook needs: nm_zones, python-iptables (and its libxtwrapper)
+    and PyYAML, for when the config cache is rebuilt."""
+    found: list[str] = []
+    for module in ("nm_zones", "iptc", "yaml"):
+        spec = importlib.util.find_spec(module)
+        if spec and spec.origin:
+            folder = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+            if folder not in found:
+                found.append(folder)
+    return found
+
+
+def hook_text() -> str:
+    with open(os.path.join(SHIPPED_DIR, "dispatcher.d", HOOK_NAME), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    lines[0] = f"#!{sys.executable} -S"
+    text = "\n".join(lines) + "\n"
+    return text.replace(
+        "NM_ZONES_PATHS: list[str] = []", f"NM_ZONES_PATHS: list[str] = {package_paths()!r}"
+    )
+
+
+def unit_text() -> str:
+    with open(os.path.join(SHIPPED_DIR, UNIT_NAME), encoding="utf-8") as f:
+        return f.read().replace("@PYTHON@", sys.executable)
+
+
+def _write(path: str, text: str, mode: int) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    temporary = path + ".nm-zones-new"
+    with open(temporary, "w", encoding="utf-8") as stream:
+        stream.write(text)
+    os.chmod(temporary, mode)
+    if os.geteuid() == 0:
+        os.chown(temporary, 0, 0)
+    os.replace(temporary, path)
+
+
+def _link(target: str, path: str) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    if os.path.islink(path) or os.path.exists(path):
+        os.unlink(path)
+    os.symlink(target, path)
+
+
+def install(root: str = "/") -> list[str]:
+    """Returns notes on what was kept as it was; nothing when all went as planned."""
+    notes = []
+    hooks = _under(root, "etc/NetworkManager/dispatcher.d")
+    _write(os.path.join(hooks, HOOK_NAME), hook_text(), 0o755)
+    for sub in ("pre-up.d", "pre-down.d"):
+        _link(f"../{HOOK_NAME}", os.path.join(hooks, sub, HOOK_NAME))
+    config = _under(root, "etc/nm-zones")
+    for sub in ("zones.d", "services.d"):
+        os.makedirs(os.path.join(config, sub), mode=0o755, exist_ok=True)
+    cmap = os.path.join(config, "connections-map.yaml")
+    if os.path.exists(cmap):
+        notes.append(f"kept {cmap} as it is")
+    else:
+        shutil.copyfile(os.path.join(SHIPPED_DIR, "connections-map.yaml"), cmap)
+        os.chmod(cmap, 0o644)
+    units = _under(root, "etc/systemd/system")
+    _write(os.path.join(units, UNIT_NAME), unit_text(), 0o644)
+    _link(f"../{UNIT_NAME}", os.path.join(units, "NetworkManager.service.wants", UNIT_NAME))
+    return notes
+
+
+def _remove(path: str) -> None:
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+
+
+def uninstall(root: str = "/") -> list[str]:
+    notes = []
+    hooks = _under(root, "etc/NetworkManager/dispatcher.d")
+    hook = os.path.join(hooks, HOOK_NAME)
+    if os.path.isfile(hook):
+        with open(hook, encoding="utf-8", errors="replace") as stream:
+            ours = HOOK_MARKER in stream.read()
+        if ours:
+            _remove(hook)
+        else:
+            notes.append(f"kept {hook}: not written by nm-zones")
+    for sub in ("pre-up.d", "pre-down.d"):
+        link = os.path.join(hooks, sub, HOOK_NAME)
+        if os.path.islink(link) and os.readlink(link) == f"../{HOOK_NAME}":
+            _remove(link)
+    units = _under(root, "etc/systemd/system")
+    _remove(os.path.join(units, "NetworkManager.service.wants", UNIT_NAME))
+    _remove(os.path.join(units, UNIT_NAME))
+    config = _under(root, "etc/nm-zones")
+    cmap = os.path.join(config, "connections-map.yaml")
+    shipped = os.path.join(SHIPPED_DIR, "connections-map.yaml")
+    if os.path.isfile(cmap):
+        with open(cmap, "rb") as a, open(shipped, "rb") as b:
+            if a.read() == b.read():
+                _remove(cmap)
+            else:
+                notes.append(f"kept {cmap}: changed by the admin")
+    for sub in ("zones.d", "services.d", ""):
+        folder = os.path.join(config, sub)
+        try:
+            os.rmdir(folder)
+        except OSError:
+            if os.path.isdir(folder) and sub:
+                notes.append(f"kept {folder}: not empty")
+    return notes

@@ -1,0 +1,150 @@
+"""The front-end functions of the Network Zones proposal, talking to NetworkManager via nmcli:
+assign a zone to a connection, and turn nm-zones off and on again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from dataclasses import dataclass
+
+from .engine import REASON_NM, Engine, interface_index
+from .errors import UsageError
+from .ifname import matches_exempt
+from .log import Change
+from .resolve import Connection, read_connection
+from .state import write_atomically
+
+NMCLI_TIMEOUT = 20
+
+
+@dataclass(frozen=True)
+class ActiveConnection:
+    uuid: str
+    id: str
+    type: str
+    device: str
+
+
+def nmcli(*args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            ["nmcli", *args], capture_output=True, text=True, timeout=NMCLI_TIMEOUT
+        )
+    except FileNotFoundError:
+        raise UsageError("nmcli is not installed (NetworkManager is needed)") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"nmcli {' '.join(args)} did not answer in {NMCLI_TIMEOUT} s") from None
+
+
+def split_terse(line: str) -> list[str]:
+    """Split one line of `nmcli -t` output: fields are separated by ':', with '\\:' and
+    '\\\\' escaping a colon or backslash inside a field (names may contain both)."""
+    fields, current, escaped = [], [], False
+    for char in line:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ":":
+            fields.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    fields.append("".join(current))
+    return fields
+
+
+def active_connections() -> list[ActiveConnection]:
+    try:
+        result = nmcli("-t", "-f", "UUID,NAME,TYPE,DEVICE", "connection", "show", "--active")
+    except UsageError:
+        return []
+    if result.returncode != 0:
+        return []
+    found = []
+    for line in result.stdout.splitlines():
+        fields = split_terse(line)
+        if len(fields) == 4 and fields[3]:
+            found.append(ActiveConnection(*fields))
+    return found
+
+
+def assign(engine: Engine, connection: str, zone: str) -> None:
+    """Store the zone in the profile; NetworkManager sends no event for that, so an active
+    connection's interface is switched here and now."""
+    result = nmcli("connection", "modify", connection, "connection.zone", zone)
+    if result.returncode != 0:
+        message = result.stderr.strip() or result.stdout.strip()
+        raise UsageError(f"nmcli could not set the zone of {connection!r}: {message}")
+    details = nmcli(
+        "-g", "connection.uuid,connection.id,connection.type", "connection", "show", connection
+    )
+    lines = details.stdout.split("\n")
+    if details.returncode != 0 or len(lines) < 3:
+        return
+    uuid = lines[0].strip()
+    state = engine.state_dir.load()
+    for active in active_connections():
+        if active.uuid == uuid and interface_index(active.device):
+            if matches_exempt(active.device, engine.config.connections_map.exempt_interfaces):
+                continue
+            engine.apply_interface(
+                active.device,
+                zone,
+                REASON_NM,
+                Connection(uuid, active.id, active.type, zone),
+                state,
+            )
+
+
+def disable(engine: Engine) -> None:
+    """Remove every nm-zones rule; the flag in /etc/nm-zones keeps the hook quiet after a
+    reboot. Bindings stay in the state, marked disabled, so that enable can restore them."""
+    os.makedirs(engine.paths.config, mode=0o755, exist_ok=True)
+    write_atomically(
+        engine.paths.disabled_flag, b"nm-zones is disabled; `nm-zones enable` turns it back on\n"
+    )
+    state = engine.state_dir.load()
+    engine.netfilter.remove_everything()
+    for name, binding in sorted(state.interfaces.items()):
+        if binding.status != "disabled":
+            engine.changes.append(Change(name, binding.zone, "", "nm-zones disabled"))
+        binding.status, binding.digest = "disabled", ""
+    if state.catchall_zone:
+        engine.changes.append(Change("*", state.catchall_zone, "", "nm-zones disabled"))
+    state.catchall_zone = state.catchall_digest = ""
+    engine.state_dir.save(state)
+
+
+def enable(engine: Engine) -> None:
+    """Hooks and catch-all back, then the zone of every active connection; interfaces that
+    NetworkManager does not know get back the zone they had."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(engine.paths.disabled_flag)
+    state = engine.state_dir.load()
+    engine.ensure_catchall(state)
+    exempt = engine.config.connections_map.exempt_interfaces
+    done = set()
+    for active in active_connections():
+        if active.device in done or not interface_index(active.device):
+            continue
+        if active.device == "lo" or matches_exempt(active.device, exempt):
+            continue
+        connection = read_connection(active.uuid, active.id)
+        decision = engine.decide(connection)
+        engine.apply_interface(active.device, decision.zone, decision.reason, connection, state)
+        done.add(active.device)
+    for name, binding in sorted(state.interfaces.items()):
+        if name in done:
+            continue
+        if binding.status == "disabled" and interface_index(name):
+            binding.status = "applied"
+            connection = Connection(
+                binding.connection_uuid, binding.connection_id, binding.connection_type
+            )
+            engine.apply_interface(name, binding.zone, binding.reason, connection, state)
+        elif binding.status == "disabled":
+            del state.interfaces[name]
+    engine.state_dir.save(state)

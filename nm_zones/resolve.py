@@ -1,0 +1,116 @@
+"""Which zone a connection gets, and why. First match wins:
+
+1. the zone NetworkManager holds for it (connection.zone: keyfile, else nmcli),
+2. its UUID in the connections map, 3. its name (connection.id) in the map,
+4. wired-zone / wireless-zone by its type, 5. default-zone.
+A zone that does not exist falls back to default-zone, and the reason says so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+from .model import ConnectionsMap
+
+WIRED_TYPES = ("802-3-ethernet", "ethernet", "veth")
+WIRELESS_TYPES = ("802-11-wireless", "wifi")
+KEYFILE_MAX_BYTES = 1024 * 1024
+NMCLI_TIMEOUT = 10
+
+
+@dataclass(frozen=True)
+class Connection:
+    """What nm-zones knows of a NetworkManager connection profile."""
+
+    uuid: str = ""
+    id: str = ""
+    type: str = ""
+    zone: str = ""  # connection.zone as NetworkManager holds it; empty when unset
+
+
+@dataclass(frozen=True)
+class Decision:
+    zone: str
+    reason: str
+    warning: str = ""  # set when a named zone did not exist and default-zone was used
+
+
+def read_keyfile(path: str) -> dict[str, str] | None:
+    """The [connection] section of a NetworkManager keyfile, or None if it cannot be read."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(KEYFILE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > KEYFILE_MAX_BYTES:
+        return None
+    values: dict[str, str] = {}
+    in_section = False
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            in_section = line == "[connection]"
+        elif in_section and "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def nmcli_connection(uuid: str) -> tuple[str, str] | None:
+    """(zone, type) of a profile from nmcli; None when nmcli does not know it."""
+    try:
+        result = subprocess.run(
+            ["nmcli", "-g", "connection.zone,connection.type", "connection", "show", uuid],
+            capture_output=True,
+            text=True,
+            timeout=NMCLI_TIMEOUT,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        return None
+    lines = result.stdout.split("\n")
+    if len(lines) < 2:
+        return None
+    return lines[0].strip(), lines[1].strip()
+
+
+def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
+    """The connection's zone and type: from its keyfile when it is one, else from nmcli."""
+    if filename and filename.endswith(".nmconnection"):
+        values = read_keyfile(filename)
+        if values is not None and (not uuid or values.get("uuid", uuid) == uuid):
+            return Connection(uuid, name, values.get("type", ""), values.get("zone", ""))
+    if uuid:
+        found = nmcli_connection(uuid)
+        if found is not None:
+            return Connection(uuid, name, found[1], found[0])
+    return Connection(uuid, name)
+
+
+def decide_zone(connection: Connection, cmap: ConnectionsMap, zones) -> Decision:
+    """Apply the first-match-wins order; `zones` is the set of zones that exist."""
+    candidates = []
+    if connection.zone:
+        candidates.append((connection.zone, "nmcli connection.zone"))
+    if connection.uuid and cmap.zone_for(connection.uuid):
+        candidates.append((cmap.zone_for(connection.uuid), "map: uuid"))
+    if connection.id and cmap.zone_for(connection.id):
+        candidates.append((cmap.zone_for(connection.id), "map: name"))
+    if connection.type in WIRED_TYPES and cmap.wired_zone:
+        candidates.append((cmap.wired_zone, "default for wired"))
+    elif connection.type in WIRELESS_TYPES and cmap.wireless_zone:
+        candidates.append((cmap.wireless_zone, "default for wireless"))
+    if not candidates:
+        return Decision(cmap.default_zone, "default-zone")
+    zone, reason = candidates[0]
+    if zone in zones:
+        return Decision(zone, reason)
+    return Decision(
+        cmap.default_zone,
+        "default-zone",
+        f"{reason} names zone {zone!r}, which does not exist; using default-zone",
+    )
