@@ -1,0 +1,176 @@
+"""A small network lab in namespaces: a zoned host and a peer, joined by veth pairs.
+
+Nothing here ever changes the namespace the test runner lives in: namespaces and links are
+made with pyroute2 (its netlink sockets live in the target namespace), and every process that
+touches netfilter is started inside its namespace with `ip netns exec`, living there for its
+whole life (python-iptables caches tables per process). Every nm-zones process also gets
+NM_ZONES_REFUSE_NETNS naming the runner's namespace, so that even a mistake here cannot
+change this machine's own firewall.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from pyroute2 import NetNS, netns
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HARNESS = os.path.join(REPO, "tests", "harness")
+PYTHON = sys.executable
+IFA_F_NODAD = 0x02
+
+
+def current_netns() -> str:
+    info = os.stat("/proc/self/ns/net")
+    return f"{info.st_dev}:{info.st_ino}"
+
+
+RUNNER_NETNS = current_netns()
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": REPO,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NM_ZONES_REFUSE_NETNS": RUNNER_NETNS,
+    }
+    env.update(extra)
+    return env
+
+
+class HostNetfilterRefused(RuntimeError):
+    pass
+
+
+@dataclass
+class Link:
+    name: str  # on the zoned host
+    peer_name: str  # on the peer
+    ipv4: str  # zoned host's address
+    ipv6: str
+    peer_ipv4: str
+    peer_ipv6: str
+
+
+@dataclass
+class Lab:
+    """`zoned` holds the interfaces nm-zones filters; `peer` probes them from outside."""
+
+    tmp: str
+    zoned: str = ""
+    peer: str = ""
+    links: list[Link] = field(default_factory=list)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def __post_init__(self):
+        tag = secrets.token_hex(3)
+        self.zoned, self.peer = f"nmz-z-{tag}", f"nmz-p-{tag}"
+        netns.create(self.zoned)
+        netns.create(self.peer)
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.config_dir = os.path.join(self.tmp, "etc-nm-zones")
+        os.makedirs(self.config_dir, exist_ok=True)
+        for name in (self.zoned, self.peer):
+            with NetNS(name) as ns:
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        # The kernel rate-limits ICMP errors per peer; probes come in bursts, and a refusal
+        # the kernel chose not to send would look like a drop.
+        self.run(self.zoned, ["sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0",
+                              "net.ipv6.icmp.ratelimit=0"])
+
+    def add_link(self, name: str | None = None) -> Link:
+        """A veth pair: `name` on the zoned host, its peer end in the peer namespace."""
+        n = len(self.links) + 1
+        name = name or f"vz{n}"
+        link = Link(name, f"vp{n}", f"10.77.{n}.1", f"fd77:{n}::1", f"10.77.{n}.2",
+                    f"fd77:{n}::2")
+        with NetNS(self.zoned) as ns:
+            ns.link("add", ifname=name, kind="veth",
+                    peer={"ifname": link.peer_name, "net_ns_fd": self.peer})
+            index = ns.link_lookup(ifname=name)[0]
+            ns.addr("add", index=index, address=link.ipv4, prefixlen=24)
+            ns.addr("add", index=index, address=link.ipv6, prefixlen=64, flags=IFA_F_NODAD)
+            ns.link("set", index=index, state="up")
+        with NetNS(self.peer) as ns:
+            index = ns.link_lookup(ifname=link.peer_name)[0]
+            ns.addr("add", index=index, address=link.peer_ipv4, prefixlen=24)
+            ns.addr("add", index=index, address=link.peer_ipv6, prefixlen=64, flags=IFA_F_NODAD)
+            ns.link("set", index=index, state="up")
+        self.links.append(link)
+        return link
+
+    def delete_link(self, name: str) -> None:
+        with NetNS(self.zoned) as ns:
+            ns.link("del", index=ns.link_lookup(ifname=name)[0])
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return base_env(NM_ZONES_STATE_DIR=self.state_dir, NM_ZONES_CONFIG_DIR=self.config_dir,
+                        **extra)
+
+    def run(self, namespace: str | None, argv: list[str], check: bool = True,
+            timeout: float = 60, **extra_env: str) -> subprocess.CompletedProcess:
+        """Run a process that lives in `namespace` for its whole life."""
+        if namespace is None:
+            raise HostNetfilterRefused("refusing to run a lab command in the runner's namespace")
+        result = subprocess.run(["ip", "netns", "exec", namespace, *argv], capture_output=True,
+                                text=True, timeout=timeout, env=self.env(**extra_env))
+        if check and result.returncode != 0:
+            raise AssertionError(f"{argv} exited {result.returncode}:\n{result.stdout}"
+                                 f"{result.stderr}")
+        return result
+
+    def nm_zones(self, *args: str, check: bool = True, **extra_env: str):
+        return self.run(self.zoned, [PYTHON, "-m", "nm_zones", *args], check=check, **extra_env)
+
+    def save(self, family: str = "ipv4", table: str | None = None) -> str:
+        tool = "iptables-legacy-save" if family == "ipv4" else "ip6tables-legacy-save"
+        argv = [tool] + (["-t", table] if table else [])
+        return self.run(self.zoned, argv).stdout
+
+    def shell(self, command: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run(self.zoned, ["sh", "-c", command], check=check)
+
+    def listen(self, tcp=(22, 8080), udp=(631,)) -> None:
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", self.zoned, PYTHON, os.path.join(HARNESS, "listen.py"),
+             "--tcp", ",".join(map(str, tcp)), "--udp", ",".join(map(str, udp))],
+            stdout=subprocess.PIPE, text=True, env=self.env())
+        self.processes.append(process)
+        assert process.stdout.readline().strip() == "ready"
+
+    def probe(self, specs: list[dict]) -> list[str]:
+        completed = subprocess.run(
+            ["ip", "netns", "exec", self.peer, PYTHON, os.path.join(HARNESS, "probe.py")],
+            input=json.dumps(specs), capture_output=True, text=True, timeout=120,
+            env=self.env())
+        if completed.returncode != 0:
+            raise AssertionError(f"probe failed: {completed.stderr}")
+        return json.loads(completed.stdout)
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+        for name in (self.zoned, self.peer):
+            try:
+                netns.remove(name)
+            except OSError:
+                pass
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

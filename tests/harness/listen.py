@@ -1,0 +1,55 @@
+"""Services on the zoned host: TCP accept and UDP echo on the given ports, IPv4 and IPv6.
+
+Run inside the zoned namespace; prints `ready` once every socket listens, then serves until
+killed. `python3 listen.py --tcp 22,8080 --udp 631`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import selectors
+import socket
+import sys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tcp", default="")
+    parser.add_argument("--udp", default="")
+    args = parser.parse_args()
+    selector = selectors.DefaultSelector()
+    for family, any_address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        for kind, ports in ((socket.SOCK_STREAM, args.tcp), (socket.SOCK_DGRAM, args.udp)):
+            for port in filter(None, ports.split(",")):
+                sock = socket.socket(family, kind)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((any_address, int(port)))
+                if kind == socket.SOCK_STREAM:
+                    sock.listen(128)
+                selector.register(sock, selectors.EVENT_READ, kind)
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            sock = key.fileobj
+            if key.data == socket.SOCK_STREAM:
+                connection, _ = sock.accept()
+                selector.register(connection, selectors.EVENT_READ, "conn")
+            elif key.data == "conn":
+                try:
+                    data = sock.recv(4096)
+                except OSError:
+                    data = b""
+                if data:
+                    sock.sendall(data)
+                else:
+                    selector.unregister(sock)
+                    sock.close()
+            else:
+                data, peer = sock.recvfrom(2048)
+                sock.sendto(data, peer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
