@@ -161,8 +161,9 @@ def _nat_prerouting(zone: Zone, family: str) -> tuple[Rule, ...]:
         if forward.to_addr is None:
             target = Rule("REDIRECT", (("to-ports", str(forward.to_port)),))
         else:
-            address = f"[{forward.to_addr}]" if family == "ipv6" else forward.to_addr
-            if forward.to_port is not None:
+            address = forward.to_addr
+            if forward.to_port is not None:  # iptables writes [v6]:port, bare v6 alone
+                address = f"[{address}]" if family == "ipv6" else address
                 address += f":{forward.to_port}"
             target = Rule("DNAT", (("to-destination", address),))
         rules.append(

@@ -75,3 +75,6 @@ def import_iptc():
     finally:
         ctypes.util.find_library = original
     return iptc
+
+
+NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from .compile import CATCHALL_CHAINS, CHAIN_KINDS
 from .errors import KernelError
 from .ifname import chain_name
-from .iptc_env import import_iptc
+from .iptc_env import NAT_TARGETS, import_iptc
 from .locks import file_lock
 from .model import FAMILIES, IP_PROTOCOLS
 from .rules import (
@@ -117,8 +117,9 @@ class Netfilter:
         self, table, family: str, name: str, owned: frozenset[str], plan: TablePlan, catchall: bool
     ) -> None:
         iptc = self.iptc
-        if plan.chains or plan.dispatch:
-            for builtin, dispatch_chain in HOOKS[name]:
+        used = {dispatch.chain for dispatch in plan.dispatch}
+        for builtin, dispatch_chain in HOOKS[name]:
+            if dispatch_chain in used:
                 if not table.is_chain(dispatch_chain):
                     table.create_chain(dispatch_chain)
                 if dispatch_chain not in self._targets(table, builtin):
@@ -158,6 +159,46 @@ class Netfilter:
             handle.insert_rule(self._rule(family, dispatch.rule), position)
 
     def commit_table(
+        self,
+        family: str,
+        name: str,
+        owned: frozenset[str],
+        plan: TablePlan,
+        catchall: bool = False,
+    ) -> None:
+        """Commit one table; a table with NAT targets is committed by a forked child.
+
+        DNAT, SNAT, MASQUERADE and REDIRECT live in one libxt_NAT.so, which registers the
+        targets of the family selected when it is first loaded into a process; registering the
+        other family's later fails ("can't find target", or "already registered" when its init
+        runs twice). A child forked before the library is loaded builds one family's NAT rules
+        and exits, so this process never loads it and every family gets a fresh start.
+        """
+        if any(rule.target in NAT_TARGETS for _, rules in plan.chains for rule in rules):
+            self._commit_in_child(family, name, owned, plan, catchall)
+        else:
+            self._commit_table(family, name, owned, plan, catchall)
+
+    def _commit_in_child(self, family, name, owned, plan, catchall) -> None:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: commit, report, and leave without running any cleanup
+            os.close(read_end)
+            status = 0
+            try:
+                self._commit_table(family, name, owned, plan, catchall)
+            except BaseException as error:
+                os.write(write_end, str(error).encode()[:4000])
+                status = 1
+            os._exit(status)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as stream:
+            message = stream.read().decode(errors="replace")
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise KernelError(message or f"{family} {name}: commit in child process failed")
+
+    def _commit_table(
         self, family: str, name: str, owned: frozenset[str], plan: TablePlan, catchall: bool = False
     ) -> None:
         """Read, edit and commit one table under the lock; retry when another writer won."""
@@ -170,6 +211,9 @@ class Netfilter:
                     table.commit()
                     table.refresh()
                     return
+                except self.iptc.XTablesError as error:
+                    table.refresh()
+                    raise KernelError(f"{family} {name}: {error}") from None
                 except self.iptc.IPTCError as error:
                     table.refresh()  # drops what was pending
                     if not _is_eagain(error):
@@ -234,7 +278,7 @@ class Netfilter:
             return False
         table = self._table(family, name)
         table.refresh()
-        return table.is_chain(HOOKS[name][0][1])
+        return any(table.is_chain(chain) for _, chain in HOOKS[name])
 
     def remove_everything(self) -> None:
         """Every chain and hook nm-zones made, in every table and family (`disable`)."""

@@ -116,12 +116,14 @@ class Lab:
                         **extra)
 
     def run(self, namespace: str | None, argv: list[str], check: bool = True,
-            timeout: float = 60, **extra_env: str) -> subprocess.CompletedProcess:
+            timeout: float = 60, input_text: str | None = None,
+            **extra_env: str) -> subprocess.CompletedProcess:
         """Run a process that lives in `namespace` for its whole life."""
         if namespace is None:
             raise HostNetfilterRefused("refusing to run a lab command in the runner's namespace")
         result = subprocess.run(["ip", "netns", "exec", namespace, *argv], capture_output=True,
-                                text=True, timeout=timeout, env=self.env(**extra_env))
+                                text=True, timeout=timeout, env=self.env(**extra_env),
+                                input=input_text)
         if check and result.returncode != 0:
             raise AssertionError(f"{argv} exited {result.returncode}:\n{result.stdout}"
                                  f"{result.stderr}")
@@ -134,6 +136,11 @@ class Lab:
         tool = "iptables-legacy-save" if family == "ipv4" else "ip6tables-legacy-save"
         argv = [tool] + (["-t", table] if table else [])
         return self.run(self.zoned, argv).stdout
+
+    def flush_netfilter(self) -> None:
+        """Empty every legacy table of the zoned host (its own namespace, nobody else's)."""
+        self.shell("for t in iptables-legacy ip6tables-legacy; do for table in raw nat filter; "
+                   "do $t -t $table -F; $t -t $table -X; done; done")
 
     def shell(self, command: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(self.zoned, ["sh", "-c", command], check=check)

@@ -1,0 +1,352 @@
+"""Zones as data: loading, layering and validation. Pure: no root, no kernel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nm_zones.config import load
+from nm_zones.errors import Problem
+from nm_zones.paths import Paths
+from tests.harness.lab import REPO, base_env
+
+SHIPPED_ZONES = ["block", "dmz", "drop", "external", "home", "internal", "public", "trusted",
+                 "work"]
+
+
+def write(path, text: str | bytes) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as stream:
+        stream.write(text.encode() if isinstance(text, str) else text)
+    os.chmod(path, 0o644)
+    return str(path)
+
+
+@pytest.fixture
+def etc(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    return tmp_path
+
+
+def load_with(etc, zones=None, services=None, cmap=None):
+    for name, text in (zones or {}).items():
+        write(etc / "zones.d" / f"{name}.yaml", text)
+    for name, text in (services or {}).items():
+        write(etc / "services.d" / f"{name}.yaml", text)
+    if cmap is not None:
+        write(etc / "connections-map.yaml", cmap)
+    return load(Paths(config=str(etc), state=str(etc / "state")))
+
+
+def messages(result) -> list[str]:
+    return [f"{os.path.basename(p.file)}:{p.line}: {p.key}: {p.message}" for p in result.problems]
+
+
+def only(result) -> Problem:
+    assert len(result.problems) == 1, messages(result)
+    return result.problems[0]
+
+
+# -- the shipped configuration -----------------------------------------------------------
+
+
+def test_shipped_config_is_valid(etc):
+    result = load_with(etc)
+    assert result.problems == []
+    assert sorted(result.config.zones) == SHIPPED_ZONES
+    assert len(result.config.services) >= 45
+    assert result.config.connections_map.default_zone == "public"
+    assert result.config.connections_map.connections == ()
+    assert "lo" in result.config.connections_map.exempt_interfaces
+
+
+def test_shipped_zones_follow_the_proposal(etc):
+    zones = load_with(etc).config.zones
+    assert zones["trusted"].target == "accept"
+    assert zones["block"].target == "reject"
+    assert zones["drop"].target == "drop"
+    assert zones["external"].masquerade
+    for name in ("home", "internal"):
+        assert set(zones[name].services) == {"ssh", "mdns", "samba-client", "ipp-client",
+                                             "dhcpv6-client"}
+    assert set(zones["work"].services) == {"ssh", "ipp-client", "dhcpv6-client"}
+    assert set(zones["public"].services) == {"ssh", "dhcpv6-client"}
+    assert set(zones["dmz"].services) == {"ssh"}
+    for zone in zones.values():
+        assert zone.description
+
+
+def test_service_catalog_facts(etc):
+    services = load_with(etc).config.services
+    assert dict(services["mdns"].destination) == {"ipv4": "224.0.0.251", "ipv6": "ff02::fb"}
+    assert [str(p) for p in services["kdeconnect"].ports] == ["1714-1764/tcp", "1714-1764/udp"]
+    assert [str(p) for p in services["upnp-client"].source_ports] == ["1900/udp"]
+    assert services["ftp"].helpers == ("ftp",)
+    assert services["ipsec"].protocols == ("esp", "ah")
+
+
+# -- layering ------------------------------------------------------------------------------
+
+
+def test_admin_zone_overrides_shipped_file_by_file(etc):
+    result = load_with(etc, zones={"public": "services: [http]\n", "lab": "ports: [8080/tcp]\n"})
+    assert result.problems == []
+    assert result.config.zones["public"].services == ("http",)
+    assert result.config.zones["home"].services[0] == "ssh"  # untouched
+    assert str(result.config.zones["lab"].ports[0]) == "8080/tcp"
+
+
+def test_admin_service_overrides_and_adds(etc):
+    result = load_with(etc, services={"ssh": "ports: [2222/tcp]\n", "game": "ports: [7777/udp]\n"},
+                       zones={"lab": "services: [ssh, game]\n"})
+    assert result.problems == []
+    assert str(result.config.services["ssh"].ports[0]) == "2222/tcp"
+    assert result.config.zones["lab"].services == ("ssh", "game")
+
+
+def test_backup_and_hidden_files_are_ignored(etc):
+    write(etc / "zones.d" / "public.yaml~", "target: nonsense\n")
+    write(etc / "zones.d" / ".public.yaml", "target: nonsense\n")
+    write(etc / "zones.d" / "public.yaml.dpkg-old", "target: nonsense\n")
+    assert load_with(etc).problems == []
+
+
+# -- validation: one precise line per problem --------------------------------------------
+
+CASES = [
+    # (zone file text, expected key, expected message part)
+    ("targte: drop\n", "targte", "unknown key (did you mean 'target'?)"),
+    ("services: [ssh, sshh]\n", "services[1]", "unknown service 'sshh' (did you mean 'ssh'?)"),
+    ("ports: [0/tcp]\n", "ports[0]", "port 0 is out of range (1-65535)"),
+    ("ports: [70000/udp]\n", "ports[0]", "port 70000 is out of range (1-65535)"),
+    ("ports: [2000-1000/tcp]\n", "ports[0]", "range 2000-1000 is reversed (write 1000-2000)"),
+    ("ports: [22]\n", "ports[0]", "22 has no protocol (add one: 22/tcp or 22/udp)"),
+    ("ports: [22/icmp]\n", "ports[0]", "unknown protocol 'icmp'"),
+    ("ports: [ssh]\n", "ports[0]", "'ssh' is not a port (as in 22/tcp or 60000-61000/udp)"),
+    ("ports: 22/tcp\n", "ports", "must be a list, as in ports: [ ... ]"),
+    ("target: dorp\n", "target", "unknown target 'dorp' (did you mean 'drop'?)"),
+    ("masquerade: yes please\n", "masquerade", "must be true or false, not 'yes please'"),
+    ("log-denied: 1\n", "log-denied", "must be true or false, not 1"),
+    ("description: [a, b]\n", "description", "must be text"),
+    ("protocols: [grr]\n", "protocols[0]", "unknown protocol 'grr' (did you mean 'gre'?)"),
+    ("icmp-blocks: [echo-requst]\n", "icmp-blocks[0]",
+     "unknown ICMP type 'echo-requst' (did you mean 'echo-request'?)"),
+    ("forward-ports:\n  - {port: 80/tcp}\n", "forward-ports[0]", "needs to-port, to-addr or both"),
+    ("forward-ports:\n  - {port: 80/tcp, to-port: 99999}\n", "forward-ports[0].to-port",
+     "99999 is not a port number (1-65535)"),
+    ("forward-ports:\n  - {port: 80/tcp, to-addr: 10.0.0.300}\n", "forward-ports[0].to-addr",
+     "'10.0.0.300' is not an IPv4 or IPv6 address"),
+    ("forward-ports:\n  - {to-port: 8080}\n", "forward-ports[0].port", "missing"),
+    ("target: drop\ntarget: accept\n", "target", "duplicate key (first given on line 1)"),
+    ("- ssh\n- http\n", "", "a zone file must be a mapping of keys"),
+    ("services: !!python/object/apply:os.system [echo hacked]\n", "services",
+     "YAML tag tag:yaml.org,2002:python/object/apply:os.system is not allowed"),
+    ("description: !!binary aGVsbG8=\n", "description", "YAML tag tag:yaml.org,2002:binary"),
+    ("services: [ssh\n", "", "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), CASES, ids=[c[1] or c[2] for c in CASES])
+def test_zone_validation_message(etc, text, key, message):
+    problem = only(load_with(etc, zones={"lab": text}))
+    assert problem.file == str(etc / "zones.d" / "lab.yaml")
+    assert problem.key == key
+    assert message in problem.message
+    assert problem.line >= 1
+
+
+def test_problem_names_the_line_of_the_item(etc):
+    problem = only(load_with(etc, zones={"lab": "description: x\nports:\n  - 22/tcp\n  - 0/udp\n"}))
+    assert (problem.line, problem.key) == (4, "ports[1]")
+    assert str(problem).endswith("lab.yaml:4: ports[1]: port 0 is out of range (1-65535)")
+
+
+def test_zone_names(etc):
+    problem = only(load_with(etc, zones={"a-very-long-zone-name-x": "target: drop\n"}))
+    assert "is not valid (1-17 letters, digits, '-' or '_'" in problem.message
+    os.unlink(problem.file)
+    problem = only(load_with(etc, zones={"bad name": ""}))
+    assert "zone name 'bad name' is not valid" in problem.message
+    os.unlink(problem.file)
+    assert load_with(etc, zones={"exactly17chars_ok": "target: drop\n"}).problems == []
+
+
+def test_file_over_one_mebibyte(etc):
+    problem = only(load_with(etc, zones={"big": "# " + "x" * (1024 * 1024) + "\n"}))
+    assert "larger than 1 MiB" in problem.message
+
+
+def test_bytes_that_are_not_utf8(etc):
+    problem = only(load_with(etc, zones={"latin": b"description: caf\xe9\n"}))
+    assert problem.message == "bytes that are not UTF-8 (save the file as UTF-8)"
+    assert problem.line == 1
+
+
+def test_alias_bomb_is_refused(etc):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    for i in range(1, 9):
+        bomb += f"{'abcdefghij'[i]}: &{'abcdefghij'[i]} [" + ", ".join(
+            [f"*{'abcdefghij'[i - 1]}"] * 10) + "]\n"
+    problem = only(load_with(etc, zones={"bomb": bomb}))
+    assert "too large or too deeply nested" in problem.message
+
+
+def test_service_validation(etc):
+    result = load_with(etc, services={
+        "s1": "ports: [80/tcp]\ndestination: {ipv4: 10.0.0.0/33}\n",
+        "s2": "helpers: [ftpp]\nports: [21/tcp]\n",
+        "s3": "destination: {ipv5: '::1'}\n",
+        "s4": "destination: {ipv4: 'ff02::fb'}\n",
+    })
+    text = "\n".join(messages(result))
+    assert "s1.yaml:2: destination.ipv4: '10.0.0.0/33' is not an ipv4 address or network" in text
+    assert "s2.yaml:1: helpers[0]: unknown conntrack helper 'ftpp' (did you mean 'ftp'?)" in text
+    assert "s3.yaml:1: destination.ipv5: unknown family (did you mean 'ipv6'?)" in text
+    assert "s4.yaml:1: destination.ipv4: ff02::fb is not an ipv4 address" in text
+
+
+def test_zone_using_a_broken_service_is_broken_too(etc):
+    result = load_with(etc, services={"game": "ports: [0/udp]\n"},
+                       zones={"lab": "services: [game]\n"})
+    assert "lab" in result.broken_zones
+    assert "service 'game' cannot be loaded (see its own file)" in "\n".join(messages(result))
+
+
+def test_map_validation(etc):
+    result = load_with(etc, cmap=(
+        "default-zone: pubic\nwired-zone: home\nwireless-zone: nope\n"
+        "connections:\n  Cafe: drpo\n  ok-one: work\nexempt-interfaces: [lo, 'bad name']\n"
+        "defualt-zone: x\n"))
+    text = "\n".join(messages(result))
+    assert "connections-map.yaml:8: defualt-zone: unknown key (did you mean 'default-zone'?)" in text
+    assert "connections-map.yaml:7: exempt-interfaces[1]: 'bad name' is not an interface" in text
+    # the broken map is replaced by the shipped one, which is valid
+    assert result.config.connections_map.default_zone == "public"
+
+
+def test_map_naming_zones_that_do_not_exist(etc):
+    result = load_with(etc, cmap="default-zone: pubic\nwireless-zone: nope\nconnections:\n"
+                                 "  Cafe: drpo\n")
+    text = "\n".join(messages(result))
+    assert "connections-map.yaml:1: default-zone: zone 'pubic' does not exist (did you mean " \
+           "'public'?)" in text
+    assert "connections-map.yaml:2: wireless-zone: zone 'nope' does not exist" in text
+    assert "connections-map.yaml:4: connections.Cafe: zone 'drpo' does not exist (did you mean " \
+           "'drop'?)" in text
+
+
+def test_map_that_is_not_a_mapping(etc):
+    problem = only(load_with(etc, cmap="- public\n"))
+    assert "a connections map file must be a mapping of keys" in problem.message
+
+
+def test_insecure_admin_files_are_refused_when_root(etc):
+    if os.geteuid() != 0:
+        pytest.skip("ownership rules apply to root only")
+    path = write(etc / "zones.d" / "public.yaml", "target: accept\n")
+    os.chmod(path, 0o666)
+    result = load_with(etc)
+    assert "public" in result.broken_zones
+    assert "writable by group or others (chmod go-w" in result.broken_zones["public"][0].message
+    os.chmod(path, 0o644)
+    os.chown(path, 1234, 0)
+    assert "not owned by root" in load_with(etc).broken_zones["public"][0].message
+    os.chown(path, 0, 0)
+    os.chmod(etc / "zones.d", 0o777)
+    assert "folder is writable by group or others" in str(load_with(etc).broken_zones["public"][0])
+
+
+# -- the check command --------------------------------------------------------------------
+
+BROKEN_FOLDER = {
+    "unknown-key": "servics: [ssh]\n",
+    "unknown-service": "services: [shh]\n",
+    "port-zero": "ports: [0/tcp]\n",
+    "port-high": "ports: [65536/tcp]\n",
+    "reversed": "ports: [20-10/udp]\n",
+    "no-protocol": "ports: ['22']\n",
+    "bad-target": "target: refuse\n",
+    "wrong-type": "masquerade: maybe\n",
+    "duplicate": "target: drop\ntarget: drop\n",
+    "not-mapping": "just text\n",
+    "python-tag": "target: !!python/name:os.system\n",
+}
+
+
+def run_check(etc) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nm_zones", "check"], capture_output=True,
+                          text=True, cwd=REPO,
+                          env=base_env(NM_ZONES_CONFIG_DIR=str(etc),
+                                       NM_ZONES_STATE_DIR=str(etc / "state")))
+
+
+def test_check_reports_one_line_per_problem(etc):
+    for name, text in BROKEN_FOLDER.items():
+        write(etc / "zones.d" / f"{name}.yaml", text)
+    write(etc / "zones.d" / "too-big.yaml", "#" * (1024 * 1024 + 1))
+    write(etc / "zones.d" / "latin1.yaml", b"description: \xff\n")
+    write(etc / "zones.d" / "name with space.yaml", "target: drop\n")
+    write(etc / "connections-map.yaml", "default-zone: nowhere\n")
+    result = run_check(etc)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert "Traceback" not in result.stderr
+    names = [*BROKEN_FOLDER, "too-big", "latin1", "name with space", "connections-map"]
+    for name in names:
+        hits = [line for line in lines if f"/{name}.yaml:" in line]
+        assert len(hits) == 1, (name, lines)
+    assert len(lines) == len(names)
+
+
+def test_check_passes_on_shipped_config(etc):
+    result = run_check(etc)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+# -- property-based: any input ends in a config or clean problems ----------------------
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-70000, 70000) | st.text(max_size=12)
+    | st.sampled_from(["22/tcp", "1-2/udp", "ssh", "drop", "accept", "echo-request", "gre",
+                       "10.0.0.1", "fe80::/64"]),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.sampled_from(["port", "to-port", "to-addr", "ipv4", "ipv6", "x"]),
+                      children, max_size=3),
+    max_leaves=12,
+)
+zone_docs = st.dictionaries(
+    st.sampled_from(["description", "target", "services", "ports", "protocols", "icmp-blocks",
+                     "masquerade", "forward-ports", "log-denied", "bogus"]),
+    yaml_values, max_size=6,
+)
+
+
+def _assert_clean(result):
+    for problem in result.problems:
+        assert isinstance(problem, Problem)
+        assert problem.line >= 1 and problem.message
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=zone_docs)
+def test_random_zone_documents(etc, doc):
+    result = load_with(etc, zones={"fuzz": yaml.safe_dump(doc)})
+    _assert_clean(result)
+    assert ("fuzz" in result.config.zones) != ("fuzz" in result.broken_zones)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300), cut=st.integers(0, 400))
+def test_mutated_bytes(etc, data, cut):
+    shipped = open(os.path.join(REPO, "zones.d", "home.yaml"), "rb").read()
+    text = shipped[:cut] + data + shipped[cut:]
+    result = load_with(etc, zones={"fuzz": text}, cmap=data)
+    _assert_clean(result)
+    assert ("fuzz" in result.config.zones) != ("fuzz" in result.broken_zones)

@@ -1,0 +1,126 @@
+"""`nm-zones plan`: golden output for the nine zones, and proof that it is what apply commits."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.harness.lab import REPO, base_env
+
+GOLDEN = os.path.join(REPO, "tests", "golden")
+ZONES = ["block", "dmz", "drop", "external", "home", "internal", "public", "trusted", "work"]
+CUSTOM_ZONE = """\
+description: everything the compiler knows, in one zone
+services: [ssh, mdns, ftp, tftp, samba-client, upnp-client, ipsec]
+ports: [8080/tcp, 60000-61000/udp, 9/sctp, 33/dccp]
+protocols: [gre]
+icmp-blocks: [echo-request, packet-too-big, timestamp-request]
+masquerade: true
+forward-ports:
+  - {port: 80/tcp, to-port: 8080}
+  - {port: 443/tcp, to-addr: 10.1.2.3, to-port: 8443}
+  - {port: 443/tcp, to-addr: 'fd00::3'}
+log-denied: true
+"""
+
+
+def plan(interface: str, zone: str, config_dir: str = "/nonexistent") -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "nm_zones", "plan", interface, zone], capture_output=True,
+        text=True, env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR="/nonexistent"))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def parts(text: str) -> dict[str, str]:
+    ipv4, ipv6 = text.split("# IPv6\n")
+    assert ipv4.startswith("# IPv4\n")
+    return {"ipv4": ipv4[len("# IPv4\n"):], "ipv6": ipv6}
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_golden_plan(zone):
+    text = plan("eth0", zone)
+    path = os.path.join(GOLDEN, f"plan-eth0-{zone}.txt")
+    if os.environ.get("NMZ_REGEN_GOLDEN"):
+        with open(path, "w") as stream:
+            stream.write(text)
+    with open(path) as stream:
+        assert text == stream.read()
+
+
+def test_plan_is_deterministic():
+    assert plan("eth0", "home") == plan("eth0", "home")
+
+
+def test_public_plan_says_what_the_zone_means():
+    both = parts(plan("eth0", "public"))
+    for family, text in both.items():
+        rules = [line for line in text.splitlines() if line.startswith("-A nmz-if-eth0-in ")]
+        assert rules[0].endswith("-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+        assert "-A nmz-if-eth0-in -p tcp -m tcp --dport 22 -j ACCEPT" in rules
+        icmp = "icmp" if family == "ipv4" else "ipv6-icmp"
+        assert f"-A nmz-if-eth0-in -p {icmp} -j ACCEPT" in rules
+        reject = "icmp-host-prohibited" if family == "ipv4" else "icmp6-adm-prohibited"
+        assert rules[-1] == f"-A nmz-if-eth0-in -j REJECT --reject-with {reject}"
+        assert "-A nmz-input -i eth0 -j nmz-if-eth0-in" in text
+        assert "-I INPUT 1 -j nmz-input" in text
+    v6 = both["ipv6"]
+    assert "-A nmz-if-eth0-in -d fe80::/64 -p udp -m udp --dport 546 -j ACCEPT" in v6
+    for ndp in (133, 134, 135, 136, 137):
+        assert f"-p ipv6-icmp -m icmp6 --icmpv6-type {ndp} -j ACCEPT" in v6
+    assert "546" not in both["ipv4"]
+
+
+def test_unknown_zone_and_bad_interface_are_usage_errors():
+    env = base_env(NM_ZONES_CONFIG_DIR="/nonexistent", NM_ZONES_STATE_DIR="/nonexistent")
+    for argv, message in ((["eth0", "nope"], "unknown zone 'nope'"),
+                          (["eth+", "home"], "'+' is a wildcard"),
+                          (["!eth0", "home"], "cannot match exactly"),
+                          (["a" * 16, "home"], "longer than 15 bytes")):
+        result = subprocess.run([sys.executable, "-m", "nm_zones", "plan", *argv],
+                                capture_output=True, text=True, env=env)
+        assert result.returncode == 2
+        assert message in result.stderr
+
+
+def _chains_of(save: str) -> list[str]:
+    return sorted(line for line in save.splitlines()
+                  if line.startswith("-A nmz") or re.match(r"-A (INPUT|FORWARD|PREROUTING|"
+                                                           r"POSTROUTING) -j nmz", line))
+
+
+def _plan_rules(text: str) -> list[str]:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("-A "):
+            lines.append(line)
+        elif line.startswith("-I "):
+            builtin, _, rest = line[3:].partition(" 1 ")
+            lines.append(f"-A {builtin} {rest}")
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("zone", [*ZONES, "kitchen-sink"])
+def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
+    os.makedirs(os.path.join(lab.config_dir, "zones.d"))
+    with open(os.path.join(lab.config_dir, "zones.d", "kitchen-sink.yaml"), "w") as stream:
+        stream.write(CUSTOM_ZONE)
+    link = lab.add_link("eth0")
+    both = parts(plan(link.name, zone, lab.config_dir))
+    tools = {"ipv4": "iptables-legacy-restore", "ipv6": "ip6tables-legacy-restore"}
+    for family, text in both.items():
+        lab.run(lab.zoned, ["sh", "-c", f"{tools[family]} --noflush"], input_text=text)
+        restored = lab.save(family)
+        assert _chains_of(restored) == _plan_rules(text), family
+    # the same rules again, now through python-iptables: the kernel must hold the same text
+    lab.flush_netfilter()
+    lab.nm_zones("apply", link.name, zone)
+    for family, text in both.items():
+        applied = _chains_of(lab.save(family))
+        catchall = [line for line in applied if "nmz-default" in line or "-j RETURN" in line]
+        assert sorted(set(applied) - set(catchall)) == _plan_rules(text), family
