@@ -37,6 +37,7 @@ XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
 COMMIT_ATTEMPTS = 8
 REFUSE_NETNS_ENV = "NM_ZONES_REFUSE_NETNS"
+IFNAMSIZ_BYTES = 16
 
 
 def current_netns() -> str:
@@ -85,8 +86,10 @@ class Netfilter:
             entry.dst = rule.destination
         if rule.in_interface:
             entry.in_interface = rule.in_interface
+            _fix_interface_mask(entry, family, "in", rule.in_interface)
         if rule.out_interface:
             entry.out_interface = rule.out_interface
+            _fix_interface_mask(entry, family, "out", rule.out_interface)
         if rule.protocol:
             entry.protocol = str(IP_PROTOCOLS[rule.protocol])
         for match in rule.matches:
@@ -311,6 +314,20 @@ class Netfilter:
                             if not _is_eagain(error):
                                 raise KernelError(f"{family} {name}: {error}") from None
                     time.sleep(0.005)
+
+
+def _fix_interface_mask(entry, family: str, direction: str, name: str) -> None:
+    """Write the interface mask as iptables does: 0xff for each byte compared.
+
+    python-iptables 1.2.0 writes 0x01 bytes into IPv6 interface masks, so the kernel compares
+    only the lowest bit of each character and `-i vz1` also matches `br-`: IPv6 rules of one
+    interface would apply to others. The IPv4 side is right; both are written here alike.
+    """
+    prefix = name[:-1] if name.endswith("+") else name
+    length = len(prefix) if name.endswith("+") else len(prefix) + 1
+    mask = b"\xff" * length + b"\x00" * (IFNAMSIZ_BYTES - length)
+    header = entry.entry.ip if family == "ipv4" else entry.entry.ipv6
+    setattr(header, f"{direction}iface_mask", mask)
 
 
 def _is_eagain(error: Exception) -> bool:

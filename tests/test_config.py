@@ -16,8 +16,17 @@ from nm_zones.errors import Problem
 from nm_zones.paths import Paths
 from tests.harness.lab import REPO, base_env
 
-SHIPPED_ZONES = ["block", "dmz", "drop", "external", "home", "internal", "public", "trusted",
-                 "work"]
+SHIPPED_ZONES = [
+    "block",
+    "dmz",
+    "drop",
+    "external",
+    "home",
+    "internal",
+    "public",
+    "trusted",
+    "work",
+]
 
 
 def write(path, text: str | bytes) -> str:
@@ -73,8 +82,13 @@ def test_shipped_zones_follow_the_proposal(etc):
     assert zones["drop"].target == "drop"
     assert zones["external"].masquerade
     for name in ("home", "internal"):
-        assert set(zones[name].services) == {"ssh", "mdns", "samba-client", "ipp-client",
-                                             "dhcpv6-client"}
+        assert set(zones[name].services) == {
+            "ssh",
+            "mdns",
+            "samba-client",
+            "ipp-client",
+            "dhcpv6-client",
+        }
     assert set(zones["work"].services) == {"ssh", "ipp-client", "dhcpv6-client"}
     assert set(zones["public"].services) == {"ssh", "dhcpv6-client"}
     assert set(zones["dmz"].services) == {"ssh"}
@@ -103,8 +117,11 @@ def test_admin_zone_overrides_shipped_file_by_file(etc):
 
 
 def test_admin_service_overrides_and_adds(etc):
-    result = load_with(etc, services={"ssh": "ports: [2222/tcp]\n", "game": "ports: [7777/udp]\n"},
-                       zones={"lab": "services: [ssh, game]\n"})
+    result = load_with(
+        etc,
+        services={"ssh": "ports: [2222/tcp]\n", "game": "ports: [7777/udp]\n"},
+        zones={"lab": "services: [ssh, game]\n"},
+    )
     assert result.problems == []
     assert str(result.config.services["ssh"].ports[0]) == "2222/tcp"
     assert result.config.zones["lab"].services == ("ssh", "game")
@@ -135,18 +152,30 @@ CASES = [
     ("log-denied: 1\n", "log-denied", "must be true or false, not 1"),
     ("description: [a, b]\n", "description", "must be text"),
     ("protocols: [grr]\n", "protocols[0]", "unknown protocol 'grr' (did you mean 'gre'?)"),
-    ("icmp-blocks: [echo-requst]\n", "icmp-blocks[0]",
-     "unknown ICMP type 'echo-requst' (did you mean 'echo-request'?)"),
+    (
+        "icmp-blocks: [echo-requst]\n",
+        "icmp-blocks[0]",
+        "unknown ICMP type 'echo-requst' (did you mean 'echo-request'?)",
+    ),
     ("forward-ports:\n  - {port: 80/tcp}\n", "forward-ports[0]", "needs to-port, to-addr or both"),
-    ("forward-ports:\n  - {port: 80/tcp, to-port: 99999}\n", "forward-ports[0].to-port",
-     "99999 is not a port number (1-65535)"),
-    ("forward-ports:\n  - {port: 80/tcp, to-addr: 10.0.0.300}\n", "forward-ports[0].to-addr",
-     "'10.0.0.300' is not an IPv4 or IPv6 address"),
+    (
+        "forward-ports:\n  - {port: 80/tcp, to-port: 99999}\n",
+        "forward-ports[0].to-port",
+        "99999 is not a port number (1-65535)",
+    ),
+    (
+        "forward-ports:\n  - {port: 80/tcp, to-addr: 10.0.0.300}\n",
+        "forward-ports[0].to-addr",
+        "'10.0.0.300' is not an IPv4 or IPv6 address",
+    ),
     ("forward-ports:\n  - {to-port: 8080}\n", "forward-ports[0].port", "missing"),
     ("target: drop\ntarget: accept\n", "target", "duplicate key (first given on line 1)"),
     ("- ssh\n- http\n", "", "a zone file must be a mapping of keys"),
-    ("services: !!python/object/apply:os.system [echo hacked]\n", "services",
-     "YAML tag tag:yaml.org,2002:python/object/apply:os.system is not allowed"),
+    (
+        "services: !!python/object/apply:os.system [echo hacked]\n",
+        "services",
+        "YAML tag tag:yaml.org,2002:python/object/apply:os.system is not allowed",
+    ),
     ("description: !!binary aGVsbG8=\n", "description", "YAML tag tag:yaml.org,2002:binary"),
     ("services: [ssh\n", "", "not valid YAML"),
 ]
@@ -191,19 +220,25 @@ def test_bytes_that_are_not_utf8(etc):
 def test_alias_bomb_is_refused(etc):
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for i in range(1, 9):
-        bomb += f"{'abcdefghij'[i]}: &{'abcdefghij'[i]} [" + ", ".join(
-            [f"*{'abcdefghij'[i - 1]}"] * 10) + "]\n"
+        bomb += (
+            f"{'abcdefghij'[i]}: &{'abcdefghij'[i]} ["
+            + ", ".join([f"*{'abcdefghij'[i - 1]}"] * 10)
+            + "]\n"
+        )
     problem = only(load_with(etc, zones={"bomb": bomb}))
     assert "too large or too deeply nested" in problem.message
 
 
 def test_service_validation(etc):
-    result = load_with(etc, services={
-        "s1": "ports: [80/tcp]\ndestination: {ipv4: 10.0.0.0/33}\n",
-        "s2": "helpers: [ftpp]\nports: [21/tcp]\n",
-        "s3": "destination: {ipv5: '::1'}\n",
-        "s4": "destination: {ipv4: 'ff02::fb'}\n",
-    })
+    result = load_with(
+        etc,
+        services={
+            "s1": "ports: [80/tcp]\ndestination: {ipv4: 10.0.0.0/33}\n",
+            "s2": "helpers: [ftpp]\nports: [21/tcp]\n",
+            "s3": "destination: {ipv5: '::1'}\n",
+            "s4": "destination: {ipv4: 'ff02::fb'}\n",
+        },
+    )
     text = "\n".join(messages(result))
     assert "s1.yaml:2: destination.ipv4: '10.0.0.0/33' is not an ipv4 address or network" in text
     assert "s2.yaml:1: helpers[0]: unknown conntrack helper 'ftpp' (did you mean 'ftp'?)" in text
@@ -212,33 +247,45 @@ def test_service_validation(etc):
 
 
 def test_zone_using_a_broken_service_is_broken_too(etc):
-    result = load_with(etc, services={"game": "ports: [0/udp]\n"},
-                       zones={"lab": "services: [game]\n"})
+    result = load_with(
+        etc, services={"game": "ports: [0/udp]\n"}, zones={"lab": "services: [game]\n"}
+    )
     assert "lab" in result.broken_zones
     assert "service 'game' cannot be loaded (see its own file)" in "\n".join(messages(result))
 
 
 def test_map_validation(etc):
-    result = load_with(etc, cmap=(
-        "default-zone: pubic\nwired-zone: home\nwireless-zone: nope\n"
-        "connections:\n  Cafe: drpo\n  ok-one: work\nexempt-interfaces: [lo, 'bad name']\n"
-        "defualt-zone: x\n"))
+    result = load_with(
+        etc,
+        cmap=(
+            "default-zone: pubic\nwired-zone: home\nwireless-zone: nope\n"
+            "connections:\n  Cafe: drpo\n  ok-one: work\nexempt-interfaces: [lo, 'bad name']\n"
+            "defualt-zone: x\n"
+        ),
+    )
     text = "\n".join(messages(result))
-    assert "connections-map.yaml:8: defualt-zone: unknown key (did you mean 'default-zone'?)" in text
+    assert (
+        "connections-map.yaml:8: defualt-zone: unknown key (did you mean 'default-zone'?)" in text
+    )
     assert "connections-map.yaml:7: exempt-interfaces[1]: 'bad name' is not an interface" in text
     # the broken map is replaced by the shipped one, which is valid
     assert result.config.connections_map.default_zone == "public"
 
 
 def test_map_naming_zones_that_do_not_exist(etc):
-    result = load_with(etc, cmap="default-zone: pubic\nwireless-zone: nope\nconnections:\n"
-                                 "  Cafe: drpo\n")
+    result = load_with(
+        etc, cmap="default-zone: pubic\nwireless-zone: nope\nconnections:\n  Cafe: drpo\n"
+    )
     text = "\n".join(messages(result))
-    assert "connections-map.yaml:1: default-zone: zone 'pubic' does not exist (did you mean " \
-           "'public'?)" in text
+    assert (
+        "connections-map.yaml:1: default-zone: zone 'pubic' does not exist (did you mean "
+        "'public'?)" in text
+    )
     assert "connections-map.yaml:2: wireless-zone: zone 'nope' does not exist" in text
-    assert "connections-map.yaml:4: connections.Cafe: zone 'drpo' does not exist (did you mean " \
-           "'drop'?)" in text
+    assert (
+        "connections-map.yaml:4: connections.Cafe: zone 'drpo' does not exist (did you mean "
+        "'drop'?)" in text
+    )
 
 
 def test_map_that_is_not_a_mapping(etc):
@@ -280,10 +327,13 @@ BROKEN_FOLDER = {
 
 
 def run_check(etc) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nm_zones", "check"], capture_output=True,
-                          text=True, cwd=REPO,
-                          env=base_env(NM_ZONES_CONFIG_DIR=str(etc),
-                                       NM_ZONES_STATE_DIR=str(etc / "state")))
+    return subprocess.run(
+        [sys.executable, "-m", "nm_zones", "check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=base_env(NM_ZONES_CONFIG_DIR=str(etc), NM_ZONES_STATE_DIR=str(etc / "state")),
+    )
 
 
 def test_check_reports_one_line_per_problem(etc):
@@ -313,18 +363,50 @@ def test_check_passes_on_shipped_config(etc):
 # -- property-based: any input ends in a config or clean problems ----------------------
 
 yaml_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-70000, 70000) | st.text(max_size=12)
-    | st.sampled_from(["22/tcp", "1-2/udp", "ssh", "drop", "accept", "echo-request", "gre",
-                       "10.0.0.1", "fe80::/64"]),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from(["port", "to-port", "to-addr", "ipv4", "ipv6", "x"]),
-                      children, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-70000, 70000)
+    | st.text(max_size=12)
+    | st.sampled_from(
+        [
+            "22/tcp",
+            "1-2/udp",
+            "ssh",
+            "drop",
+            "accept",
+            "echo-request",
+            "gre",
+            "10.0.0.1",
+            "fe80::/64",
+        ]
+    ),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["port", "to-port", "to-addr", "ipv4", "ipv6", "x"]),
+            children,
+            max_size=3,
+        )
+    ),
     max_leaves=12,
 )
 zone_docs = st.dictionaries(
-    st.sampled_from(["description", "target", "services", "ports", "protocols", "icmp-blocks",
-                     "masquerade", "forward-ports", "log-denied", "bogus"]),
-    yaml_values, max_size=6,
+    st.sampled_from(
+        [
+            "description",
+            "target",
+            "services",
+            "ports",
+            "protocols",
+            "icmp-blocks",
+            "masquerade",
+            "forward-ports",
+            "log-denied",
+            "bogus",
+        ]
+    ),
+    yaml_values,
+    max_size=6,
 )
 
 
@@ -334,7 +416,9 @@ def _assert_clean(result):
         assert problem.line >= 1 and problem.message
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=zone_docs)
 def test_random_zone_documents(etc, doc):
     result = load_with(etc, zones={"fuzz": yaml.safe_dump(doc)})
@@ -342,7 +426,9 @@ def test_random_zone_documents(etc, doc):
     assert ("fuzz" in result.config.zones) != ("fuzz" in result.broken_zones)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=300), cut=st.integers(0, 400))
 def test_mutated_bytes(etc, data, cut):
     shipped = open(os.path.join(REPO, "zones.d", "home.yaml"), "rb").read()

@@ -30,8 +30,11 @@ log-denied: true
 
 def plan(interface: str, zone: str, config_dir: str = "/nonexistent") -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "nm_zones", "plan", interface, zone], capture_output=True,
-        text=True, env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR="/nonexistent"))
+        [sys.executable, "-m", "nm_zones", "plan", interface, zone],
+        capture_output=True,
+        text=True,
+        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR="/nonexistent"),
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -39,7 +42,7 @@ def plan(interface: str, zone: str, config_dir: str = "/nonexistent") -> str:
 def parts(text: str) -> dict[str, str]:
     ipv4, ipv6 = text.split("# IPv6\n")
     assert ipv4.startswith("# IPv4\n")
-    return {"ipv4": ipv4[len("# IPv4\n"):], "ipv6": ipv6}
+    return {"ipv4": ipv4[len("# IPv4\n") :], "ipv6": ipv6}
 
 
 @pytest.mark.parametrize("zone", ZONES)
@@ -78,20 +81,33 @@ def test_public_plan_says_what_the_zone_means():
 
 def test_unknown_zone_and_bad_interface_are_usage_errors():
     env = base_env(NM_ZONES_CONFIG_DIR="/nonexistent", NM_ZONES_STATE_DIR="/nonexistent")
-    for argv, message in ((["eth0", "nope"], "unknown zone 'nope'"),
-                          (["eth+", "home"], "'+' is a wildcard"),
-                          (["!eth0", "home"], "cannot match exactly"),
-                          (["a" * 16, "home"], "longer than 15 bytes")):
-        result = subprocess.run([sys.executable, "-m", "nm_zones", "plan", *argv],
-                                capture_output=True, text=True, env=env)
+    for argv, message in (
+        (["eth0", "nope"], "unknown zone 'nope'"),
+        (["eth+", "home"], "'+' is a wildcard"),
+        (["!eth0", "home"], "cannot match exactly"),
+        (["a" * 16, "home"], "longer than 15 bytes"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "nm_zones", "plan", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert result.returncode == 2
         assert message in result.stderr
 
 
 def _chains_of(save: str) -> list[str]:
-    return sorted(line for line in save.splitlines()
-                  if line.startswith("-A nmz") or re.match(r"-A (INPUT|FORWARD|PREROUTING|"
-                                                           r"POSTROUTING) -j nmz", line))
+    return sorted(
+        line
+        for line in save.splitlines()
+        if line.startswith("-A nmz")
+        or re.match(
+            r"-A (INPUT|FORWARD|PREROUTING|"
+            r"POSTROUTING) -j nmz",
+            line,
+        )
+    )
 
 
 def _plan_rules(text: str) -> list[str]:

@@ -83,18 +83,23 @@ class Lab:
                 ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
         # The kernel rate-limits ICMP errors per peer; probes come in bursts, and a refusal
         # the kernel chose not to send would look like a drop.
-        self.run(self.zoned, ["sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0",
-                              "net.ipv6.icmp.ratelimit=0"])
+        self.run(
+            self.zoned,
+            ["sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"],
+        )
 
     def add_link(self, name: str | None = None) -> Link:
         """A veth pair: `name` on the zoned host, its peer end in the peer namespace."""
         n = len(self.links) + 1
         name = name or f"vz{n}"
-        link = Link(name, f"vp{n}", f"10.77.{n}.1", f"fd77:{n}::1", f"10.77.{n}.2",
-                    f"fd77:{n}::2")
+        link = Link(name, f"vp{n}", f"10.77.{n}.1", f"fd77:{n}::1", f"10.77.{n}.2", f"fd77:{n}::2")
         with NetNS(self.zoned) as ns:
-            ns.link("add", ifname=name, kind="veth",
-                    peer={"ifname": link.peer_name, "net_ns_fd": self.peer})
+            ns.link(
+                "add",
+                ifname=name,
+                kind="veth",
+                peer={"ifname": link.peer_name, "net_ns_fd": self.peer},
+            )
             index = ns.link_lookup(ifname=name)[0]
             ns.addr("add", index=index, address=link.ipv4, prefixlen=24)
             ns.addr("add", index=index, address=link.ipv6, prefixlen=64, flags=IFA_F_NODAD)
@@ -112,21 +117,34 @@ class Lab:
             ns.link("del", index=ns.link_lookup(ifname=name)[0])
 
     def env(self, **extra: str) -> dict[str, str]:
-        return base_env(NM_ZONES_STATE_DIR=self.state_dir, NM_ZONES_CONFIG_DIR=self.config_dir,
-                        **extra)
+        return base_env(
+            NM_ZONES_STATE_DIR=self.state_dir, NM_ZONES_CONFIG_DIR=self.config_dir, **extra
+        )
 
-    def run(self, namespace: str | None, argv: list[str], check: bool = True,
-            timeout: float = 60, input_text: str | None = None,
-            **extra_env: str) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        namespace: str | None,
+        argv: list[str],
+        check: bool = True,
+        timeout: float = 60,
+        input_text: str | None = None,
+        **extra_env: str,
+    ) -> subprocess.CompletedProcess:
         """Run a process that lives in `namespace` for its whole life."""
         if namespace is None:
             raise HostNetfilterRefused("refusing to run a lab command in the runner's namespace")
-        result = subprocess.run(["ip", "netns", "exec", namespace, *argv], capture_output=True,
-                                text=True, timeout=timeout, env=self.env(**extra_env),
-                                input=input_text)
+        result = subprocess.run(
+            ["ip", "netns", "exec", namespace, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env(**extra_env),
+            input=input_text,
+        )
         if check and result.returncode != 0:
-            raise AssertionError(f"{argv} exited {result.returncode}:\n{result.stdout}"
-                                 f"{result.stderr}")
+            raise AssertionError(
+                f"{argv} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+            )
         return result
 
     def nm_zones(self, *args: str, check: bool = True, **extra_env: str):
@@ -139,25 +157,44 @@ class Lab:
 
     def flush_netfilter(self) -> None:
         """Empty every legacy table of the zoned host (its own namespace, nobody else's)."""
-        self.shell("for t in iptables-legacy ip6tables-legacy; do for table in raw nat filter; "
-                   "do $t -t $table -F; $t -t $table -X; done; done")
+        self.shell(
+            "for t in iptables-legacy ip6tables-legacy; do for table in raw nat filter; "
+            "do $t -t $table -F; $t -t $table -X; done; done"
+        )
 
     def shell(self, command: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(self.zoned, ["sh", "-c", command], check=check)
 
     def listen(self, tcp=(22, 8080), udp=(631,)) -> None:
         process = subprocess.Popen(
-            ["ip", "netns", "exec", self.zoned, PYTHON, os.path.join(HARNESS, "listen.py"),
-             "--tcp", ",".join(map(str, tcp)), "--udp", ",".join(map(str, udp))],
-            stdout=subprocess.PIPE, text=True, env=self.env())
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.zoned,
+                PYTHON,
+                os.path.join(HARNESS, "listen.py"),
+                "--tcp",
+                ",".join(map(str, tcp)),
+                "--udp",
+                ",".join(map(str, udp)),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=self.env(),
+        )
         self.processes.append(process)
         assert process.stdout.readline().strip() == "ready"
 
     def probe(self, specs: list[dict]) -> list[str]:
         completed = subprocess.run(
             ["ip", "netns", "exec", self.peer, PYTHON, os.path.join(HARNESS, "probe.py")],
-            input=json.dumps(specs), capture_output=True, text=True, timeout=120,
-            env=self.env())
+            input=json.dumps(specs),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=self.env(),
+        )
         if completed.returncode != 0:
             raise AssertionError(f"probe failed: {completed.stderr}")
         return json.loads(completed.stdout)

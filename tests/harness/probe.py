@@ -24,8 +24,15 @@ TIMEOUT = 1.0
 # second later (seen on this kernel): a TCP probe must wait longer than that before it may
 # call silence a drop.
 TCP_TIMEOUT = 2.5
-REFUSALS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES,
-            errno.EPERM, errno.EHOSTDOWN, errno.ECONNRESET}
+REFUSALS = {
+    errno.ECONNREFUSED,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EHOSTDOWN,
+    errno.ECONNRESET,
+}
 
 
 def _family(address: str) -> int:

@@ -1,0 +1,366 @@
+"""Zones in the kernel, proven with real packets across veth pairs between namespaces."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from nm_zones.config import load
+from nm_zones.paths import Paths
+from tests.harness.lab import HostNetfilterRefused, base_env
+
+CONFIG = load(Paths(config="/nonexistent")).config
+ZONES = sorted(CONFIG.zones)
+PROBES = (("tcp", 22), ("tcp", 8080), ("udp", 631), ("ping", 0))
+
+
+def expected(zone_name: str, family: str, address: str, kind: str, port: int) -> str:
+    """What the zone definition promises for one probe, read from the config model."""
+    zone = CONFIG.zones[zone_name]
+    if zone.target == "accept":
+        return "accepted"
+    if zone.target == "drop":
+        return "dropped"
+    if zone.target == "reject":
+        return "rejected"
+    if kind == "ping":
+        return "rejected" if "echo-request" in zone.icmp_blocks else "accepted"
+    opened = list(zone.ports)
+    for name in zone.services:
+        service = CONFIG.services[name]
+        if not service.applies_to(family):
+            continue
+        destination = service.destination_for(family)
+        if destination and ipaddress.ip_address(address) not in ipaddress.ip_network(destination):
+            continue
+        opened += service.ports
+    hit = any(p.protocol == kind and p.first <= port <= p.last for p in opened)
+    return "accepted" if hit else "rejected"
+
+
+def probes_for(link):
+    specs, meta = [], []
+    for family, address in (("ipv4", link.ipv4), ("ipv6", link.ipv6)):
+        for kind, port in PROBES:
+            specs.append({"kind": kind, "address": address, "port": port})
+            meta.append((family, address, kind, port))
+    return specs, meta
+
+
+def filter_rules(lab, family: str) -> list[str]:
+    """Rules and chain headers of all tables, counters stripped."""
+    lines = []
+    for line in lab.save(family).splitlines():
+        if line.startswith("#"):
+            continue
+        lines.append(re.sub(r" \[\d+:\d+\]$", "", line))
+    return lines
+
+
+# -- conformance -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_zone_conformance(lab, zone):
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, zone)
+    specs, meta = probes_for(link)
+    got = lab.probe(specs)
+    want = [expected(zone, *m) for m in meta]
+    assert got == want, list(zip(meta, got, want, strict=True))
+
+
+def test_catchall_filters_unclaimed_interfaces_with_default_zone(lab):
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("reload")  # hooks and catch-all, nothing bound
+    specs, meta = probes_for(link)
+    assert lab.probe(specs) == [expected("public", *m) for m in meta]
+
+
+# -- nothing else changes --------------------------------------------------------------
+
+
+def test_established_connection_survives_switch_to_stricter_zone(lab):
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, "trusted")
+    code = f"""
+import socket, sys, time
+conns = [socket.create_connection((a, 8080), timeout=3) for a in ({link.ipv4!r}, {link.ipv6!r})]
+for c in conns:
+    c.sendall(b"before"); assert c.recv(64) == b"before"
+print("open", flush=True)
+sys.stdin.readline()
+for c in conns:
+    c.sendall(b"after"); print(c.recv(64).decode(), flush=True)
+"""
+    peer = subprocess.Popen(
+        ["ip", "netns", "exec", lab.peer, sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=lab.env(),
+    )
+    try:
+        assert peer.stdout.readline().strip() == "open"
+        lab.nm_zones("apply", link.name, "drop")
+        new = lab.probe([{"kind": "tcp", "address": link.ipv4, "port": 8080}])
+        assert new == ["dropped"]  # new connections are refused...
+        out, _ = peer.communicate("go\n", timeout=20)
+        assert out.split() == ["after", "after"]  # ...the established ones go on
+    finally:
+        peer.kill()
+
+
+def test_switching_one_interface_loses_nothing_on_another(lab):
+    a, b = lab.add_link(), lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", a.name, "public")
+    lab.nm_zones("apply", b.name, "home")
+    results: list[str] = []
+    stop = threading.Event()
+
+    def traffic():
+        specs = [
+            {"kind": "tcp", "address": b.ipv4, "port": 22},
+            {"kind": "tcp", "address": b.ipv6, "port": 22},
+            {"kind": "udp", "address": b.ipv4, "port": 631},
+            {"kind": "ping", "address": b.ipv6},
+        ] * 5
+        while not stop.is_set():
+            results.extend(lab.probe(specs))
+
+    thread = threading.Thread(target=traffic)
+    thread.start()
+    try:
+        for i in range(50):
+            lab.nm_zones("apply", a.name, ("drop", "trusted", "block", "work")[i % 4])
+    finally:
+        stop.set()
+        thread.join()
+    assert len(results) >= 20
+    assert set(results) == {"accepted"}, results.count("accepted")
+
+
+FOREIGN_SETUP = """
+set -e
+iptables-legacy -N DOCKER-USER
+iptables-legacy -A DOCKER-USER -j RETURN
+iptables-legacy -I FORWARD -j DOCKER-USER
+iptables-legacy -A INPUT -s 192.0.2.0/24 -j DROP
+iptables-legacy -N admin-log
+iptables-legacy -A admin-log -p tcp --dport 9999 -j LOG --log-prefix "admin: "
+iptables-legacy -A INPUT -j admin-log
+iptables-legacy -P FORWARD DROP
+iptables-legacy -t nat -N DOCKER
+iptables-legacy -t nat -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER
+ip6tables-legacy -A INPUT -s 2001:db8::/32 -j DROP
+ip6tables-legacy -N admin6
+ip6tables-legacy -A admin6 -p udp --dport 9999 -j ACCEPT
+"""
+
+
+def _foreign(lines: list[str], before: list[str] | None = None) -> dict[str, list[str]]:
+    """Table -> its lines that are not nm-zones'. With `before`, tables that did not exist
+    then (python-iptables may instantiate an empty table) must be empty and accepting."""
+    tables: dict[str, list[str]] = {}
+    current = ""
+    for line in lines:
+        if line.startswith("*"):
+            current = line[1:]
+            tables[current] = []
+        elif "nmz" not in line and line != "COMMIT":
+            tables[current].append(line)
+    if before is not None:
+        known = _foreign(before)
+        for table in set(tables) - set(known):
+            assert all(re.fullmatch(r":[A-Z]+ ACCEPT", line) for line in tables[table]), table
+            del tables[table]
+    return tables
+
+
+def test_foreign_rules_survive_fifty_switches(lab):
+    a, b = lab.add_link(), lab.add_link()
+    lab.shell(FOREIGN_SETUP)
+    before = {f: filter_rules(lab, f) for f in ("ipv4", "ipv6")}
+    lab.nm_zones("apply", b.name, "home")
+    lab.listen()
+    lab.probe([{"kind": "tcp", "address": b.ipv4, "port": 22}] * 3)
+    packets_before = _counter(
+        lab.shell("iptables-legacy-save -c").stdout, f"-A nmz-input -i {b.name} "
+    )
+    assert packets_before > 0
+    for i in range(50):
+        lab.nm_zones("apply", a.name, ZONES[i % len(ZONES)])
+    for family in ("ipv4", "ipv6"):
+        assert _foreign(filter_rules(lab, family), before[family]) == _foreign(before[family])
+    packets_after = _counter(
+        lab.shell("iptables-legacy-save -c").stdout, f"-A nmz-input -i {b.name} "
+    )
+    assert packets_after >= packets_before  # B's counters were never reset
+    assert lab.shell("iptables-legacy -S FORWARD | head -1").stdout.strip() == "-P FORWARD DROP"
+
+
+def _counter(save_with_counters: str, prefix: str) -> int:
+    for line in save_with_counters.splitlines():
+        match = re.match(r"\[(\d+):\d+\] (.*)", line)
+        if match and match.group(2).startswith(prefix):
+            return int(match.group(1))
+    raise AssertionError(f"no rule starting with {prefix!r}")
+
+
+def test_remove_leaves_no_trace_of_the_interface(lab):
+    link = lab.add_link("eth-x.1")
+    lab.shell(FOREIGN_SETUP)
+    before = {f: filter_rules(lab, f) for f in ("ipv4", "ipv6")}
+    lab.nm_zones("apply", link.name, "external")
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("remove", link.name)
+    for family in ("ipv4", "ipv6"):
+        after = filter_rules(lab, family)
+        assert not [line for line in after if link.name in line]
+        assert _foreign(after, before[family]) == _foreign(before[family])
+        ours = [line for line in after if "nmz" in line]
+        for line in ours:  # only hooks and the catch-all may remain
+            assert re.match(
+                r"(:nmz-(input|forward|pre|post|raw|default-in|default-fwd) |"
+                r"-A (INPUT|FORWARD|PREROUTING|POSTROUTING) -j nmz-|"
+                r"-A nmz-(input|forward) (-i \S+ -j RETURN|-j nmz-default-)|"
+                r"-A nmz-default-)",
+                line,
+            ), line
+
+
+def test_remove_command_output_and_status(lab):
+    link = lab.add_link()
+    out = lab.nm_zones("apply", link.name, "work").stdout
+    assert f"{link.name}: - -> work (command line)" in out
+    assert lab.nm_zones("apply", link.name, "work").stdout == ""  # quiet when nothing changed
+    status = lab.nm_zones("status").stdout
+    assert re.search(rf"{link.name}\s+work\s+since .* kernel: in place", status)
+    lab.shell(f"iptables-legacy -F nmz-if-{link.name}-in")  # someone tampers with our chain
+    result = lab.nm_zones("status", check=False)
+    assert result.returncode == 1 and "DIFFERS" in result.stdout
+    assert lab.nm_zones("remove", link.name).stdout.strip() == f"{link.name}: work -> - (removed)"
+
+
+# -- hostile interface names -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a+b", "x+", "w!f", "ab'c", 'q"t', "back\\s"])
+def test_names_iptables_cannot_match_exactly_are_refused(lab, name):
+    lab.add_link(name)
+    result = lab.nm_zones("apply", name, "block", check=False)
+    assert result.returncode == 2
+    assert "iptables cannot match exactly" in result.stderr
+    assert "nmz-if" not in lab.save("ipv4")
+
+
+@pytest.mark.parametrize("name", ["we@ird#n&me", "fifteen-chars-x", "a.b", "-lead"[1:]])
+def test_odd_but_exact_names_filter_only_themselves(lab, name):
+    odd = lab.add_link(name)
+    other = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", odd.name, "block")
+    lab.nm_zones("apply", other.name, "trusted")
+    got = lab.probe(
+        [
+            {"kind": "tcp", "address": odd.ipv4, "port": 8080},
+            {"kind": "tcp", "address": odd.ipv6, "port": 8080},
+            {"kind": "tcp", "address": other.ipv4, "port": 8080},
+        ]
+    )
+    assert got == ["rejected", "rejected", "accepted"]
+    chains = [line for line in lab.save("ipv4", "filter").splitlines() if line.startswith(":nmz")]
+    assert all(len(line.split()[0]) - 1 <= 28 for line in chains)
+    lab.nm_zones("remove", odd.name)
+    assert "nmz-if-" + odd.name not in lab.save("ipv4")
+
+
+def test_ipv6_interface_match_is_exact(lab):
+    """python-iptables writes IPv6 interface masks that compare one bit per character:
+    `pq1` and `rs3` agree in every lowest bit, so its rules for one matched the other."""
+    bound, bystander = lab.add_link("pq1"), lab.add_link("rs3")
+    lab.listen()
+    lab.nm_zones("apply", bystander.name, "trusted")
+    lab.nm_zones("apply", bound.name, "block")
+    got = lab.probe(
+        [
+            {"kind": "tcp", "address": bystander.ipv6, "port": 8080},
+            {"kind": "tcp", "address": bound.ipv6, "port": 8080},
+        ]
+    )
+    assert got == ["accepted", "rejected"]
+
+
+# -- the rest of the zone language -----------------------------------------------------
+
+
+def test_forward_ports_masquerade_and_logging(lab):
+    os.makedirs(os.path.join(lab.config_dir, "zones.d"))
+    with open(os.path.join(lab.config_dir, "zones.d", "gateway.yaml"), "w") as stream:
+        stream.write(
+            "target: drop\nforward-ports:\n  - {port: 80/tcp, to-port: 8080}\n"
+            "masquerade: true\nlog-denied: true\nservices: [ftp]\n"
+        )
+    link = lab.add_link()
+    lab.listen()
+    lab.shell("echo 0 > /proc/sys/net/ipv4/ip_forward")
+    lab.nm_zones("apply", link.name, "gateway")
+    got = lab.probe(
+        [
+            {"kind": "tcp", "address": link.ipv4, "port": 80},
+            {"kind": "tcp", "address": link.ipv6, "port": 80},
+            {"kind": "tcp", "address": link.ipv4, "port": 8080},
+            {"kind": "ping", "address": link.ipv4},
+        ]
+    )
+    assert got == ["accepted", "accepted", "dropped", "dropped"]
+    assert lab.shell("cat /proc/sys/net/ipv4/ip_forward").stdout.strip() == "1"
+    saved = lab.save("ipv4")
+    assert f'--log-prefix "nmz gateway {link.name}: "' in saved
+    assert "-j CT --helper ftp" in saved
+    assert "-j MASQUERADE" in saved
+
+
+def test_suite_refuses_to_change_the_runner_namespace(lab):
+    with pytest.raises(HostNetfilterRefused):
+        lab.run(None, ["true"])
+    result = subprocess.run(
+        [sys.executable, "-c", "from nm_zones.kernel import Netfilter; Netfilter()"],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+    )
+    assert result.returncode != 0
+    assert "refusing to change netfilter in this network namespace" in result.stderr
+
+
+def test_commands_that_change_the_kernel_need_root(lab):
+    link = lab.add_link()
+    result = lab.run(
+        lab.zoned,
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-m",
+            "nm_zones",
+            "apply",
+            link.name,
+            "home",
+        ],
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "run it as root" in result.stderr
