@@ -431,7 +431,8 @@ def test_random_zone_documents(etc, doc):
 )
 @given(data=st.binary(max_size=300), cut=st.integers(0, 400))
 def test_mutated_bytes(etc, data, cut):
-    shipped = open(os.path.join(REPO, "zones.d", "home.yaml"), "rb").read()
+    with open(os.path.join(REPO, "zones.d", "home.yaml"), "rb") as stream:
+        shipped = stream.read()
     text = shipped[:cut] + data + shipped[cut:]
     result = load_with(etc, zones={"fuzz": text}, cmap=data)
     _assert_clean(result)

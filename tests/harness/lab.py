@@ -10,6 +10,7 @@ change this machine's own firewall.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -204,10 +205,8 @@ class Lab:
             process.kill()
             process.wait()
         for name in (self.zoned, self.peer):
-            try:
+            with contextlib.suppress(OSError):
                 netns.remove(name)
-            except OSError:
-                pass
 
 
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):

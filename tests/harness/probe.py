@@ -103,14 +103,11 @@ def probe_ping(address: str, timeout: float = TIMEOUT) -> str:
             if kind == reply_type and struct.unpack("!H", packet[4:6])[0] == ident:
                 return "accepted"
             if kind == error_type:
-                quoted = packet[8:]
-                if not v6:
-                    quoted = quoted[(quoted[0] & 0x0F) * 4 :]
-                else:
-                    quoted = quoted[40:]
-                if len(quoted) >= 6 and quoted[0] == echo_type:
-                    if struct.unpack("!H", quoted[4:6])[0] == ident:
-                        return "rejected"
+                quoted = packet[8:]  # the packet the error is about: IP header, then ours
+                quoted = quoted[40:] if v6 else quoted[(quoted[0] & 0x0F) * 4 :]
+                ours = len(quoted) >= 6 and quoted[0] == echo_type
+                if ours and struct.unpack("!H", quoted[4:6])[0] == ident:
+                    return "rejected"
     return "dropped"
 
 
