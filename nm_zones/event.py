@@ -23,6 +23,11 @@ def vpn_without_interface(action: str, interface: str, env: dict) -> bool:
     return not interface or interface in devices
 
 
+def _profile_deleted(env: dict) -> bool:
+    filename = env.get("CONNECTION_FILENAME", "")
+    return bool(filename) and not os.path.exists(filename)
+
+
 def handle(argv: list[str], env: dict) -> int:
     """Run one event; returns the exit status (0 ok, 1 degraded or failed)."""
     interface = argv[1] if len(argv) > 1 else ""
@@ -59,6 +64,8 @@ def handle(argv: list[str], env: dict) -> int:
                     env.get("CONNECTION_ID", ""),
                     env.get("CONNECTION_FILENAME", ""),
                 )
+                if not connection.found and _profile_deleted(env):
+                    return 0  # a queued event for a profile deleted since: nothing to bind
                 decision = engine.decide(connection)
                 engine.apply_interface(interface, decision.zone, decision.reason, connection, state)
     except (UsageError, ConfigError, KernelError) as error:

@@ -28,6 +28,7 @@ class Connection:
     id: str = ""
     type: str = ""
     zone: str = ""  # connection.zone as NetworkManager holds it; empty when unset
+    found: bool = True  # False when neither its keyfile nor nmcli knows the profile
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
         found = nmcli_connection(uuid)
         if found is not None:
             return Connection(uuid, name, found[1], found[0])
-    return Connection(uuid, name)
+    return Connection(uuid, name, found=False)
 
 
 def decide_zone(connection: Connection, cmap: ConnectionsMap, zones) -> Decision:

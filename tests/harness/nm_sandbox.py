@@ -1,0 +1,266 @@
+"""The real NetworkManager, nm-dispatcher and nmcli, isolated in namespaces, plus a peer host.
+
+    with NMSandbox(tmp) as nm:
+        link = nm.add_veth()                   # ethz0 in the sandbox, its peer outside
+        nm.nmcli("connection", "add", ...)     # nmcli inside the sandbox
+        nm.nm_zones("status")                  # nm-zones inside the sandbox
+        nm.probe([...])                        # probes from the peer host
+
+Commands run inside the sandbox with nsenter, so they share its mount, network, pid and uts
+namespaces; the hook that NetworkManager runs there sees the sandbox's private /etc/nm-zones
+and /run, never this machine's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+
+from pyroute2 import NetNS, netns
+
+from .lab import HARNESS, PYTHON, Link, base_env, wait_for
+
+IFA_F_NODAD = 0x02
+
+
+class NMSandbox:
+    def __init__(self, tmp: str):
+        self.tmp = tmp
+        self.peer = f"nmz-nmpeer-{secrets.token_hex(3)}"
+        self.process: subprocess.Popen | None = None
+        self.pid = 0
+        self.links: list[Link] = []
+        self.listeners: list[subprocess.Popen] = []
+
+    def __enter__(self) -> NMSandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        os.makedirs(self.tmp, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child=SIGKILL",
+                "--mount-proc",
+                "--net",
+                "--mount",
+                "--uts",
+                "--propagation",
+                "private",
+                PYTHON,
+                os.path.join(HARNESS, "nm_sandbox_init.py"),
+                self.tmp,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=base_env(),
+        )
+        self.pid = wait_for(self._init_pid, 10, what="the sandbox's PID 1")
+        line = self.process.stdout.readline().strip()
+        if line != "ready":
+            raise RuntimeError(f"NetworkManager sandbox did not start:\n{self.logs()}")
+        netns.create(self.peer)
+        with NetNS(self.peer) as ns:
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        self.sh("sysctl -q -w net.ipv4.icmp_ratelimit=0 net.ipv6.icmp.ratelimit=0")
+
+    def _init_pid(self) -> int:
+        try:
+            with open(f"/proc/{self.process.pid}/task/{self.process.pid}/children") as f:
+                children = f.read().split()
+        except OSError:
+            return 0
+        return int(children[0]) if children else 0
+
+    def stop(self) -> None:
+        for listener in self.listeners:
+            listener.kill()
+            listener.wait()
+        if self.process:
+            self.process.kill()  # --kill-child takes the whole sandbox down with it
+            self.process.wait()
+            self.process = None
+        with contextlib.suppress(OSError):
+            netns.remove(self.peer)
+
+    def logs(self) -> str:
+        text = ""
+        for name in ("NetworkManager.log", "dbus.log"):
+            path = os.path.join(self.tmp, name)
+            if os.path.exists(path):
+                with open(path, errors="replace") as stream:
+                    text += f"--- {name}\n" + stream.read()[-6000:]
+        return text
+
+    # -- running things inside ------------------------------------------------------------
+
+    def run(
+        self,
+        argv: list[str],
+        check: bool = True,
+        timeout: float = 60,
+        input_text: str | None = None,
+        env: dict | None = None,
+    ):
+        result = subprocess.run(
+            [
+                "nsenter",
+                "--target",
+                str(self.pid),
+                "--mount",
+                "--net",
+                "--pid",
+                "--uts",
+                "--wd=/",
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input_text,
+            env=env or base_env(),
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{argv} exited {result.returncode}:\n{result.stdout}{result.stderr}\n{self.logs()}"
+            )
+        return result
+
+    def sh(self, command: str, check: bool = True):
+        return self.run(["sh", "-c", command], check=check)
+
+    def nmcli(self, *args: str, check: bool = True):
+        return self.run(["nmcli", *args], check=check)
+
+    def nm_zones(self, *args: str, check: bool = True):
+        """nm-zones as an admin runs it in the sandbox: real /etc/nm-zones and /run/nm-zones."""
+        return self.run([PYTHON, "-m", "nm_zones", *args], check=check)
+
+    def install_hook(self) -> None:
+        self.nm_zones("install")
+
+    def state(self) -> dict:
+        result = self.sh("cat /run/nm-zones/state.json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else {}
+
+    def zone_of(self, interface: str) -> str | None:
+        entry = self.state().get("interfaces", {}).get(interface)
+        return entry["zone"] if entry and entry["status"] == "applied" else None
+
+    def wait_zone(self, interface: str, zone: str | None, timeout: float = 20) -> None:
+        wait_for(
+            lambda: self.zone_of(interface) == zone,
+            timeout,
+            what=f"{interface} in zone {zone}\n{self.hook_log()}",
+        )
+
+    def hook_log(self) -> str:
+        return self.logs()
+
+    def save(self, family: str = "ipv4") -> str:
+        tool = "iptables-legacy-save" if family == "ipv4" else "ip6tables-legacy-save"
+        return self.run([tool]).stdout
+
+    # -- links and the peer host ----------------------------------------------------------
+
+    def add_veth(self, name: str | None = None) -> Link:
+        n = len(self.links) + 1
+        name = name or f"ethz{n - 1}"
+        link = Link(
+            name, f"vpeer{n}", f"10.78.{n}.1", f"fd78:{n}::1", f"10.78.{n}.2", f"fd78:{n}::2"
+        )
+        with NetNS(self.peer) as ns:
+            ns.link("add", ifname=link.peer_name, kind="veth", peer={"ifname": name})
+            ns.link("set", index=ns.link_lookup(ifname=name)[0], net_ns_pid=self.pid)
+            index = ns.link_lookup(ifname=link.peer_name)[0]
+            ns.addr("add", index=index, address=link.peer_ipv4, prefixlen=24)
+            ns.addr("add", index=index, address=link.peer_ipv6, prefixlen=64, flags=IFA_F_NODAD)
+            ns.link("set", index=index, state="up")
+        self.links.append(link)
+        return link
+
+    def add_connection(self, link: Link, name: str, *settings: str) -> str:
+        """An ethernet profile with static addresses for the link; returns its UUID."""
+        self.nmcli(
+            "connection",
+            "add",
+            "type",
+            "ethernet",
+            "ifname",
+            link.name,
+            "con-name",
+            name,
+            "connection.autoconnect",
+            "no",
+            "ipv4.method",
+            "manual",
+            "ipv4.addresses",
+            f"{link.ipv4}/24",
+            "ipv6.method",
+            "manual",
+            "ipv6.addresses",
+            f"{link.ipv6}/64",
+            "ipv6.addr-gen-mode",
+            "eui64",
+            *settings,
+        )
+        return self.nmcli("-g", "connection.uuid", "connection", "show", name).stdout.strip()
+
+    def listen(self, tcp=(22, 8080), udp=(631,)) -> None:
+        process = subprocess.Popen(
+            [
+                "nsenter",
+                "--target",
+                str(self.pid),
+                "--mount",
+                "--net",
+                "--pid",
+                "--wd=/",
+                PYTHON,
+                os.path.join(HARNESS, "listen.py"),
+                "--tcp",
+                ",".join(map(str, tcp)),
+                "--udp",
+                ",".join(map(str, udp)),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=base_env(),
+        )
+        self.listeners.append(process)
+        assert process.stdout.readline().strip() == "ready"
+
+    def probe(self, specs: list[dict]) -> list[str]:
+        completed = subprocess.run(
+            ["ip", "netns", "exec", self.peer, PYTHON, os.path.join(HARNESS, "probe.py")],
+            input=json.dumps(specs),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=base_env(),
+        )
+        if completed.returncode != 0:
+            raise AssertionError(f"probe failed: {completed.stderr}")
+        return json.loads(completed.stdout)
+
+    def wait_reachable(self, link: Link, timeout: float = 20) -> None:
+        """Addresses come up a moment after `nmcli connection up` returns."""
+
+        def ready():
+            return (
+                self.probe(
+                    [{"kind": "ping", "address": link.ipv4}, {"kind": "ping", "address": link.ipv6}]
+                )
+                != ["dropped"] * 2
+            )
+
+        wait_for(ready, timeout, interval=0.2, what=f"{link.name} to answer")

@@ -1,0 +1,149 @@
+"""PID 1 of a NetworkManager sandbox: private network, mount, pid and uts namespaces.
+
+Started by NMSandbox through `unshare --pid --fork --kill-child --mount-proc --net --mount
+--uts --propagation private`. It hides the machine's NetworkManager state behind tmpfs mounts,
+puts an overlay over /etc (so /etc/nm-zones is private), starts a private system bus and
+NetworkManager, prints `ready`, and then reaps children until it is killed; the kernel then
+kills everything in the sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+WORK = "/run/nmz-sandbox"
+DAEMON_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
+HIDDEN = [
+    "/etc/NetworkManager",
+    "/var/lib/NetworkManager",
+    "/usr/lib/NetworkManager/dispatcher.d",
+    "/usr/lib/NetworkManager/conf.d",
+    "/usr/lib/NetworkManager/system-connections",
+]
+
+DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=/run/dbus/system_bus_socket</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>{work}/services</servicedir>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus"
+           send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus"
+           send_interface="org.freedesktop.DBus.Properties"/>
+  </policy>
+  <includedir>/usr/share/dbus-1/system.d</includedir>
+</busconfig>
+"""
+
+DISPATCHER_SERVICE = """[D-BUS Service]
+Name=org.freedesktop.nm_dispatcher
+Exec=/usr/lib/NetworkManager/nm-dispatcher
+User=root
+"""
+
+NM_CONFIG = """[main]
+plugins=keyfile
+auth-polkit=false
+dns=none
+rc-manager=unmanaged
+hostname-mode=none
+no-auto-default=*
+dhcp=internal
+firewall-backend=none
+
+[connectivity]
+enabled=false
+
+[logging]
+level=INFO
+
+[device-nmz-sandbox]
+match-device=interface-name:ethz*
+managed=1
+"""
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True)
+
+
+def write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as stream:
+        stream.write(text)
+
+
+def main() -> None:
+    log_dir = sys.argv[1]
+    sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run")
+    os.makedirs(f"{WORK}/upper", exist_ok=True)
+    os.makedirs(f"{WORK}/overlay-work", exist_ok=True)
+    sh(
+        "mount",
+        "-n",
+        "-t",
+        "overlay",
+        "overlay",
+        "-o",
+        f"lowerdir=/etc,upperdir={WORK}/upper,workdir={WORK}/overlay-work",
+        "/etc",
+    )
+    for path in HIDDEN:
+        if os.path.isdir(path):
+            sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
+    sh("mount", "-n", "-t", "sysfs", "-o", "ro", "sysfs", "/sys")
+    sh("ip", "link", "set", "lo", "up")
+    write(f"{WORK}/dbus.conf", DBUS_CONFIG.format(work=WORK))
+    write(f"{WORK}/services/org.freedesktop.nm_dispatcher.service", DISPATCHER_SERVICE)
+    write("/etc/NetworkManager/NetworkManager.conf", NM_CONFIG)
+    os.makedirs("/etc/NetworkManager/system-connections", mode=0o700, exist_ok=True)
+    os.makedirs("/run/dbus", exist_ok=True)
+    with open(os.path.join(log_dir, "dbus.log"), "ab") as dbus_log:
+        subprocess.Popen(
+            ["dbus-daemon", "--nofork", f"--config-file={WORK}/dbus.conf"],
+            env=DAEMON_ENV,
+            stdout=dbus_log,
+            stderr=dbus_log,
+        )
+    deadline = time.monotonic() + 10
+    while not os.path.exists("/run/dbus/system_bus_socket"):
+        if time.monotonic() > deadline:
+            raise SystemExit("dbus-daemon did not start")
+        time.sleep(0.01)
+    with open(os.path.join(log_dir, "NetworkManager.log"), "ab") as nm_log:
+        subprocess.Popen(
+            ["NetworkManager", "--no-daemon"], env=DAEMON_ENV, stdout=nm_log, stderr=nm_log
+        )
+    subprocess.run(["nm-online", "-s", "-q", "-t", "20"], env=DAEMON_ENV)
+    print("ready", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    while True:  # PID 1 reaps every orphan in the sandbox
+        try:
+            os.wait()
+        except ChildProcessError:
+            time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""NetworkManager integration against the real NetworkManager, nm-dispatcher and nmcli."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from tests.harness.lab import REPO, base_env
+from tests.harness.nm_sandbox import NMSandbox
+
+HOOK = os.path.join(REPO, "dispatcher.d", "50-nm-zones")
+NEEDS_NM = os.geteuid() != 0 or not shutil.which("NetworkManager")
+
+
+@pytest.fixture
+def nm(tmp_path):
+    if NEEDS_NM:
+        pytest.skip("needs root and NetworkManager")
+    sandbox = NMSandbox(str(tmp_path / "sandbox"))
+    sandbox.start()
+    try:
+        sandbox.install_hook()
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def specs(link):
+    return [
+        {"kind": kind, "address": address, "port": port}
+        for address in (link.ipv4, link.ipv6)
+        for kind, port in (("tcp", 22), ("tcp", 8080), ("udp", 631))
+    ]
+
+
+HOME = ["accepted", "rejected", "accepted"] * 2
+BLOCK = ["rejected"] * 6
+PUBLIC = ["accepted", "rejected", "rejected"] * 2
+TRUSTED = ["accepted"] * 6
+WORK = ["accepted", "rejected", "accepted"] * 2
+
+
+def test_zone_set_with_nmcli_is_applied_on_up(nm):
+    link = nm.add_veth()
+    nm.listen()
+    nm.add_connection(link, "lan", "connection.zone", "home")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "home")
+    nm.wait_reachable(link)
+    assert nm.probe(specs(link)) == HOME
+    status = nm.nm_zones("status").stdout
+    assert "ethz0" in status and "home" in status and "why: nmcli connection.zone" in status
+    assert "connection: lan" in status
+
+
+def test_assign_switches_an_active_connection_at_once(nm):
+    link = nm.add_veth()
+    nm.listen()
+    nm.add_connection(link, "cafe")
+    nm.nmcli("connection", "up", "cafe")
+    nm.wait_zone(link.name, "public")
+    out = nm.nm_zones("assign", "cafe", "block").stdout
+    assert out.strip() == "ethz0: public -> block (nmcli connection.zone) connection 'cafe'"
+    assert nm.zone_of(link.name) == "block"
+    assert nm.nmcli("-g", "connection.zone", "connection", "show", "cafe").stdout.strip() == "block"
+    nm.wait_reachable(link)
+    assert nm.probe(specs(link)) == BLOCK
+
+
+def test_down_removes_the_rules_and_so_does_deleting_an_active_connection(nm):
+    link = nm.add_veth()
+    nm.add_connection(link, "lan", "connection.zone", "work")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "work")
+    nm.nmcli("connection", "down", "lan")
+    nm.wait_zone(link.name, None)
+    assert "nmz-if-ethz0" not in nm.save("ipv4") + nm.save("ipv6")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "work")
+    nm.nmcli("connection", "delete", "lan")
+    nm.wait_zone(link.name, None)
+    assert "nmz-if-ethz0" not in nm.save("ipv4") + nm.save("ipv6")
+
+
+MAP_CASES = [
+    # (map text, zone set on the profile, expected zone, expected reason)
+    ("default-zone: public\nconnections:\n  UUID: work\n  lan: home\n", "", "work", "map: uuid"),
+    ("default-zone: public\nconnections:\n  lan: home\n", "", "home", "map: name"),
+    (
+        "default-zone: public\nwired-zone: trusted\nwireless-zone: block\n",
+        "",
+        "trusted",
+        "default for wired",
+    ),
+    ("default-zone: drop\n", "", "drop", "default-zone"),
+    ("default-zone: public\nconnections:\n  lan: home\n", "dmz", "dmz", "nmcli connection.zone"),
+    ("default-zone: block\nconnections:\n  lan: no-such-zone\n", "", "block", "default-zone"),
+]
+
+
+@pytest.mark.parametrize(
+    ("cmap", "profile_zone", "zone", "reason"),
+    MAP_CASES,
+    ids=[c[3] + (" over map" if c[1] else "") for c in MAP_CASES],
+)
+def test_which_rule_decides_the_zone(nm, cmap, profile_zone, zone, reason):
+    link = nm.add_veth()
+    extra = ("connection.zone", profile_zone) if profile_zone else ()
+    uuid = nm.add_connection(link, "lan", *extra)
+    nm.run(
+        ["sh", "-c", "cat > /etc/nm-zones/connections-map.yaml"],
+        input_text=cmap.replace("UUID", uuid),
+    )
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, zone)
+    entry = nm.state()["interfaces"][link.name]
+    assert entry["reason"] == reason
+    assert entry["connection_uuid"] == uuid
+
+
+def test_default_zone_command_moves_interfaces_that_got_it_that_way(nm):
+    link, other = nm.add_veth(), nm.add_veth()
+    nm.add_connection(link, "lan")
+    nm.add_connection(other, "office", "connection.zone", "work")
+    nm.nmcli("connection", "up", "lan")
+    nm.nmcli("connection", "up", "office")
+    nm.wait_zone(link.name, "public")
+    nm.wait_zone(other.name, "work")
+    assert nm.nm_zones("default-zone").stdout.strip() == "public"
+    out = nm.nm_zones("default-zone", "--wired", "home").stdout
+    assert "ethz0: public -> home (default for wired)" in out
+    assert "ethz1" not in out  # its zone came from its profile
+    assert nm.zone_of(other.name) == "work"
+    assert nm.nm_zones("default-zone", "--wired").stdout.strip() == "home"
+    result = nm.nm_zones("default-zone", "nope", check=False)
+    assert result.returncode == 2 and "unknown zone 'nope'" in result.stderr
+
+
+def test_disable_leaves_no_rule_and_enable_restores(nm):
+    link = nm.add_veth()
+    nm.listen()
+    nm.add_connection(link, "lan", "connection.zone", "block")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "block")
+    nm.nm_zones("disable")
+    assert "nmz" not in nm.save("ipv4") + nm.save("ipv6")
+    assert os.path.basename("/etc/nm-zones/disabled") in nm.sh("ls /etc/nm-zones").stdout
+    nm.nmcli("connection", "down", "lan")  # events while disabled do nothing
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_reachable(link)
+    assert "nmz" not in nm.save("ipv4")
+    assert nm.probe(specs(link)) == TRUSTED
+    nm.nm_zones("enable")
+    assert nm.zone_of(link.name) == "block"
+    assert nm.probe(specs(link)) == BLOCK
+
+
+# -- the hook itself, without NetworkManager ------------------------------------------
+
+
+def run_hook(lab, interface: str, action: str, **env: str):
+    return lab.run(
+        lab.zoned, [sys.executable, "-X", "importtime", HOOK, interface, action], check=False, **env
+    )
+
+
+@pytest.mark.parametrize("action", ["connectivity-change", "hostname", "dns-change", "bogus"])
+def test_ignored_actions_exit_without_importing_the_firewall_library(lab, action):
+    result = run_hook(lab, "", action, CONNECTIVITY_STATE="FULL")
+    assert result.returncode == 0
+    assert "iptc" not in result.stderr and "yaml" not in result.stderr
+    assert not os.path.exists(lab.state_dir)
+
+
+def test_lo_external_and_interfaceless_vpn_get_no_binding(lab):
+    link = lab.add_link()
+    assert run_hook(lab, "lo", "up").returncode == 0
+    assert run_hook(lab, link.name, "up", CONNECTION_EXTERNAL="1").returncode == 0
+    assert (
+        run_hook(
+            lab, link.name, "vpn-up", VPN_IP_IFACE=link.name, DEVICE_IFACE=link.name
+        ).returncode
+        == 0
+    )
+    assert not os.path.exists(os.path.join(lab.state_dir, "state.json"))
+
+
+def test_stale_event_for_a_gone_interface_binds_nothing(lab):
+    result = run_hook(lab, "gone0", "up", CONNECTION_ID="x", CONNECTION_UUID="u")
+    assert result.returncode == 0
+    assert "nmz-if-gone0" not in lab.save("ipv4")
+
+
+def test_hook_applies_zone_from_keyfile_and_removes_on_down(lab, tmp_path):
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    keyfile.write_text("[connection]\nid=lan\nuuid=1234\ntype=ethernet\nzone=dmz\n")
+    env = {"CONNECTION_UUID": "1234", "CONNECTION_ID": "lan", "CONNECTION_FILENAME": str(keyfile)}
+    assert run_hook(lab, link.name, "pre-up", **env).returncode == 0
+    assert "-A nmz-input -i vz1 -j nmz-if-vz1-in" in lab.save("ipv4")
+    assert "-A nmz-input -i vz1 -j nmz-if-vz1-in" in lab.save("ipv6")
+    status = lab.nm_zones("status").stdout
+    assert "dmz" in status and "nmcli connection.zone" in status
+    assert run_hook(lab, link.name, "down", **env).returncode == 0
+    assert "nmz-if-vz1" not in lab.save("ipv4")
+
+
+@pytest.mark.parametrize("name", ['Café ☕ "free" wifi', "x" * 5000, "-rf /", "a\nb", "$(reboot)"])
+def test_strange_connection_names(lab, tmp_path, name):
+    link = lab.add_link()
+    with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+        stream.write("default-zone: public\nconnections:\n  'Home': home\n")
+    env = {"CONNECTION_UUID": "u-1", "CONNECTION_ID": name, "CONNECTION_FILENAME": "/nonexistent"}
+    result = run_hook(lab, link.name, "up", **env)
+    assert result.returncode == 0, result.stderr
+    assert lab.nm_zones("status").returncode == 0
+
+
+# -- install ------------------------------------------------------------------------------
+
+
+def test_install_and_uninstall_under_a_root(tmp_path):
+    root = str(tmp_path / "image")
+    env = base_env()
+    run = [sys.executable, "-m", "nm_zones", "install", "--root", root]
+    assert subprocess.run(run, env=env, capture_output=True, text=True).stdout == ""
+    hook = os.path.join(root, "etc/NetworkManager/dispatcher.d/50-nm-zones")
+    info = os.stat(hook)
+    assert stat.S_IMODE(info.st_mode) == 0o755 and info.st_uid == os.geteuid()
+    with open(hook) as stream:
+        text = stream.read()
+    assert text.startswith(f"#!{sys.executable} -S\n")
+    assert REPO in text  # the package's folder is written in: NM passes no environment
+    for sub in ("pre-up.d", "pre-down.d"):
+        assert (
+            os.readlink(os.path.join(root, "etc/NetworkManager/dispatcher.d", sub, "50-nm-zones"))
+            == "../50-nm-zones"
+        )
+    cmap = os.path.join(root, "etc/nm-zones/connections-map.yaml")
+    assert "default-zone: public" in open(cmap).read()
+    unit = os.path.join(root, "etc/systemd/system/nm-zones.service")
+    assert "Before=NetworkManager.service" in open(unit).read()
+    # an admin's file is never overwritten
+    with open(cmap, "w") as stream:
+        stream.write("default-zone: home\n")
+    out = subprocess.run(run, env=env, capture_output=True, text=True).stdout
+    assert "kept" in out and open(cmap).read() == "default-zone: home\n"
+    # the installed hook runs with no environment at all, as NetworkManager starts it
+    result = subprocess.run([hook, "", "connectivity-change"], env={}, capture_output=True)
+    assert result.returncode == 0, result.stderr
+    out = subprocess.run(run + ["--uninstall"], env=env, capture_output=True, text=True).stdout
+    assert not os.path.exists(hook) and not os.path.exists(unit)
+    assert os.path.exists(cmap) and "changed by the admin" in out
