@@ -224,6 +224,11 @@ def test_strange_connection_names(lab, tmp_path, name):
 # -- install ------------------------------------------------------------------------------
 
 
+def read(path: str) -> str:
+    with open(path) as stream:
+        return stream.read()
+
+
 def test_install_and_uninstall_under_a_root(tmp_path):
     root = str(tmp_path / "image")
     env = base_env()
@@ -242,17 +247,17 @@ def test_install_and_uninstall_under_a_root(tmp_path):
             == "../50-nm-zones"
         )
     cmap = os.path.join(root, "etc/nm-zones/connections-map.yaml")
-    assert "default-zone: public" in open(cmap).read()
+    assert "default-zone: public" in read(cmap)
     unit = os.path.join(root, "etc/systemd/system/nm-zones.service")
-    assert "Before=NetworkManager.service" in open(unit).read()
+    assert "Before=NetworkManager.service" in read(unit)
     # an admin's file is never overwritten
     with open(cmap, "w") as stream:
         stream.write("default-zone: home\n")
     out = subprocess.run(run, env=env, capture_output=True, text=True).stdout
-    assert "kept" in out and open(cmap).read() == "default-zone: home\n"
+    assert "kept" in out and read(cmap) == "default-zone: home\n"
     # the installed hook runs with no environment at all, as NetworkManager starts it
     result = subprocess.run([hook, "", "connectivity-change"], env={}, capture_output=True)
     assert result.returncode == 0, result.stderr
-    out = subprocess.run(run + ["--uninstall"], env=env, capture_output=True, text=True).stdout
+    out = subprocess.run([*run, "--uninstall"], env=env, capture_output=True, text=True).stdout
     assert not os.path.exists(hook) and not os.path.exists(unit)
     assert os.path.exists(cmap) and "changed by the admin" in out
