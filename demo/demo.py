@@ -26,8 +26,11 @@ def say(text: str = "") -> None:
 
 
 def show_reach(nm, link) -> None:
-    specs = [{"kind": kind, "address": address, "port": port}
-             for address in (link.ipv4, link.ipv6) for _, kind, port in PROBES]
+    specs = [
+        {"kind": kind, "address": address, "port": port}
+        for address in (link.ipv4, link.ipv6)
+        for _, kind, port in PROBES
+    ]
     results = nm.probe(specs)
     half = len(PROBES)
     say(f"    {'the peer host tries':<24} {'IPv4 ' + link.ipv4:<22} IPv6 {link.ipv6}")
@@ -56,8 +59,10 @@ def main() -> int:
         say("    " + nm.sh("ls /etc/NetworkManager/dispatcher.d/50-nm-zones").stdout.strip())
         link = nm.add_veth()
         nm.listen()
-        say(f"Interface {link.name} in the sandbox, cabled to a peer host at {link.peer_ipv4} "
-            f"and {link.peer_ipv6}; services listen on tcp/22, tcp/8080 and udp/631.")
+        say(
+            f"Interface {link.name} in the sandbox, cabled to a peer host at {link.peer_ipv4} "
+            f"and {link.peer_ipv6}; services listen on tcp/22, tcp/8080 and udp/631."
+        )
 
         step('nmcli connection up "Cafe": a network nobody has placed gets default-zone')
         nm.add_connection(link, "Cafe")
@@ -69,17 +74,17 @@ def main() -> int:
         show_status(nm)
         show_reach(nm, link)
 
-        step('nm-zones assign Cafe home: it is your home network after all')
+        step("nm-zones assign Cafe home: it is your home network after all")
         for line in nm.nm_zones("assign", "Cafe", "home").stdout.splitlines():
             say("    " + line)
         show_reach(nm, link)
 
-        step('nm-zones assign Cafe block: now nobody may connect in')
+        step("nm-zones assign Cafe block: now nobody may connect in")
         for line in nm.nm_zones("assign", "Cafe", "block").stdout.splitlines():
             say("    " + line)
         show_reach(nm, link)
 
-        step('nmcli connection down Cafe: its rules go with it')
+        step("nmcli connection down Cafe: its rules go with it")
         nm.nmcli("connection", "down", "Cafe")
         nm.wait_zone(link.name, None)
         rules = [line for line in nm.save("ipv4").splitlines() if link.name in line]

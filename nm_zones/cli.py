@@ -291,7 +291,7 @@ def cmd_status(args) -> int:
         if usable and os.geteuid() == 0 and binding.status == "applied":
             from .compile import compile_interface
 
-            held = kernel_holds(compile_interface(name, usable[0], usable[1]))
+            held = kernel_holds(compile_interface(name, usable.zone, usable.config))
         rows.append(
             {
                 "interface": name,

@@ -461,6 +461,7 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     bad = insecure_problem(map_path) if check_owner and map_path == admin_map else None
     cmap, map_problems, doc = (None, [bad], None) if bad else load_map(map_path)
     problems += map_problems
+    map_broken = map_problems[0] if cmap is None and map_problems else None
     if cmap is None and map_path != shipped_map:
         cmap, _, doc = load_map(shipped_map)  # the admin's map is broken: keep the shipped one
         map_path = shipped_map
@@ -470,4 +471,4 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
         problems += _map_zone_problems(map_path, doc, cmap, zones, broken)
 
     config = Config(zones=zones, services=services, connections_map=cmap)
-    return LoadResult(config, problems, broken, config_files(paths))
+    return LoadResult(config, problems, broken, config_files(paths), map_broken)

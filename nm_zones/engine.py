@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import dataclass
 
 from .cache import load_config
 from .compile import CHAIN_KINDS, compile_catchall, compile_interface
@@ -36,6 +37,21 @@ def interface_index(name: str) -> int:
         return socket.if_nametoindex(name)
     except OSError:
         return 0
+
+
+@dataclass(frozen=True)
+class Usable:
+    """The zone to compile and the config holding its services; when the configured zone
+    cannot be loaded, why (`problem`) and what stands in for it (`fallback`)."""
+
+    zone: Zone
+    config: Config
+    problem: str = ""
+    fallback: str = ""
+
+    @property
+    def degraded(self) -> str:
+        return f"{self.problem}; {self.fallback}" if self.problem else ""
 
 
 class Engine:
@@ -81,23 +97,22 @@ class Engine:
         self.warnings.append(message)
         to_syslog(message, warning=True)
 
-    def usable_zone(self, name: str) -> tuple[Zone, Config, str] | None:
-        """The zone to compile for `name`, the config holding its services, and why it is
-        degraded (empty when it is not). None when no zone of that name exists."""
+    def usable_zone(self, name: str) -> Usable | None:
+        """What to compile for zone `name`; None when no zone of that name exists."""
         if name in self.config.zones:
-            return self.config.zones[name], self.config, ""
+            return Usable(self.config.zones[name], self.config)
         problems = self.loaded.broken_zones.get(name)
         if problems is None:
             return None
-        why = f"zone {name!r} cannot be loaded ({problems[0]})"
+        problem = f"zone {name!r} cannot be loaded ({problems[0]})"
         if self._shipped is None:
             from .config import load
 
             self._shipped = load(self.paths, shipped_only=True)
         shipped = self._shipped.config
         if name in shipped.zones:
-            return shipped.zones[name], shipped, why + "; using the shipped definition"
-        return shipped.zones[FALLBACK_ZONE], shipped, why + f"; using {FALLBACK_ZONE}"
+            return Usable(shipped.zones[name], shipped, problem, "using the shipped definition")
+        return Usable(shipped.zones[FALLBACK_ZONE], shipped, problem, f"using {FALLBACK_ZONE}")
 
     def decide(self, connection: Connection):
         decision = decide_zone(connection, self.config.connections_map, self.known_zones())
@@ -112,12 +127,20 @@ class Engine:
         usable = self.usable_zone(name) or self.usable_zone(FALLBACK_ZONE)
         if usable is None:
             raise UsageError(f"default-zone {name!r} does not exist")
-        zone, config, degraded = usable
-        return compile_catchall(zone, config), degraded
+        return compile_catchall(usable.zone, usable.config), usable.degraded
 
     def ensure_catchall(self, state: State) -> None:
         """Hooks plus default-zone rules for unclaimed interfaces; committed only on change."""
         ruleset, degraded = self.catchall_ruleset()
+        if degraded:
+            self.degraded = True
+            if state.catchall_digest:
+                self.warn(
+                    f"unclaimed interfaces: {degraded}; keeping the catch-all of zone "
+                    f"{state.catchall_zone!r}"
+                )
+                return
+            self.warn(f"unclaimed interfaces: {degraded}")
         digest = ruleset.digest()
         if state.catchall_digest == digest:
             return
@@ -161,16 +184,23 @@ class Engine:
         usable = self.usable_zone(zone_name)
         if usable is None:
             raise UsageError(f"unknown zone {zone_name!r} (see: nm-zones zones)")
-        zone, config, degraded = usable
+        zone, config = usable.zone, usable.config
         connection = connection or Connection()
-        if degraded:
+        problems = [usable.problem] if usable.problem else []
+        if self.loaded.map_broken and reason not in (REASON_COMMAND, REASON_NM):
+            problems.append(f"connections map cannot be loaded ({self.loaded.map_broken})")
+        degraded = ""
+        if problems:
             self.degraded = True
             if old and old.status == "applied":
-                self.warn(f"{interface}: {degraded}; keeping its rules of zone {old.zone!r}")
+                degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
+                self.warn(f"{interface}: {degraded}")
                 if old.degraded != degraded:
                     old.degraded = degraded
                     self.state_dir.save(state)
                 return None
+            fallback = usable.fallback or "using the shipped map"
+            degraded = "; ".join([*problems, fallback])
             self.warn(f"{interface}: {degraded}")
         ruleset = compile_interface(interface, zone, config)
         digest = ruleset.digest()
@@ -208,12 +238,17 @@ class Engine:
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
         self.state_dir.save(state)
+        why = reason
+        if old and old.zone == zone.name and old.status == "applied":
+            why = f"{reason}; the zone's rules changed"
+        elif old and old.status == "applying":
+            why = f"{reason}; repairing an interrupted apply"
         return self._changed(
             Change(
                 interface,
                 old.zone if old else "",
                 zone.name,
-                reason,
+                why,
                 connection.id or connection.uuid,
                 _ms(started),
                 degraded,

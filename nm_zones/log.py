@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 SYSLOG_SOCKET = "/dev/log"
+FACILITY_DAEMON, SEVERITY_WARNING, SEVERITY_INFO = 3, 4, 6
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,22 @@ class Change:
 
 
 def to_syslog(message: str, warning: bool = False) -> None:
+    """One datagram to the syslog socket, as `nm-zones[PID]: message` (facility daemon).
+
+    Written directly rather than through syslog(3), whose connection is process-wide state
+    that an earlier library in the process may already have opened elsewhere.
+    """
     if not os.path.exists(SYSLOG_SOCKET):
         return
-    import syslog
+    import socket
 
-    syslog.openlog("nm-zones", syslog.LOG_PID, syslog.LOG_DAEMON)
-    syslog.syslog(syslog.LOG_WARNING if warning else syslog.LOG_INFO, message)
+    priority = (FACILITY_DAEMON << 3) | (SEVERITY_WARNING if warning else SEVERITY_INFO)
+    record = f"<{priority}>nm-zones[{os.getpid()}]: {message}".encode("utf-8", "replace")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(record[:8192], SYSLOG_SOCKET)
+    except OSError:
+        pass  # logging must never break a firewall change
 
 
 def record(change: Change) -> None:

@@ -168,6 +168,7 @@ class LoadResult:
     problems: list[Problem] = field(default_factory=list)
     broken_zones: dict[str, list[Problem]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # every file read, for the cache key
+    map_broken: Problem | None = None  # set when the admin's map was replaced by the shipped one
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,400 @@
+"""Fail-safe by design: every failure leaves the machine protected, with real rules in a
+network namespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from nm_zones.compile import compile_interface
+from nm_zones.config import load
+from nm_zones.paths import Paths
+from tests.harness.lab import PYTHON, REPO, wait_for
+
+HOOK = os.path.join(REPO, "dispatcher.d", "50-nm-zones")
+SHIPPED = load(Paths(config="/nonexistent")).config
+
+
+def write_zone(lab, name: str, text: str, mode: int = 0o644) -> str:
+    folder = os.path.join(lab.config_dir, "zones.d")
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    path = os.path.join(folder, f"{name}.yaml")
+    with open(path, "w") as stream:
+        stream.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def chain(lab, interface: str, family: str = "ipv4") -> list[str]:
+    prefix = f"-A nmz-if-{interface}-in "
+    return [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]
+
+
+def planned(interface: str, zone: str, family: str = "ipv4") -> list[str]:
+    ruleset = compile_interface(interface, SHIPPED.zones[zone], SHIPPED)
+    text = ruleset.save_text(family)
+    return [line for line in text.splitlines() if line.startswith(f"-A nmz-if-{interface}-in ")]
+
+
+def state(lab) -> dict:
+    with open(os.path.join(lab.state_dir, "state.json")) as stream:
+        return json.load(stream)
+
+
+def hook(lab, interface: str, action: str, **env):
+    return lab.run(lab.zoned, [PYTHON, HOOK, interface, action], check=False, **env)
+
+
+# -- 1. reload re-applies only what changed -----------------------------------------------
+
+
+def test_reload_touches_only_interfaces_whose_rules_changed(lab):
+    a, b, c = lab.add_link(), lab.add_link(), lab.add_link()
+    lab.listen()
+    for link, zone in ((a, "home"), (b, "public"), (c, "work")):
+        lab.nm_zones("apply", link.name, zone)
+    lab.probe([{"kind": "tcp", "address": b.ipv4, "port": 22}] * 3)
+    counters = _counters(lab, b.name)
+    assert counters > 0
+    assert lab.nm_zones("reload").stdout == ""  # nothing changed: nothing to say
+    write_zone(lab, "home", "services: [ssh, mdns]\nports: [8080/tcp]\n")
+    out = lab.nm_zones("reload").stdout.splitlines()
+    assert out == [f"{a.name}: home -> home (command line; the zone's rules changed)"]
+    assert "-A nmz-if-vz1-in -p tcp -m tcp --dport 8080 -j ACCEPT" in chain(lab, a.name)
+    assert _counters(lab, b.name) >= counters  # b was not touched: its counters kept counting
+    assert lab.probe([{"kind": "tcp", "address": a.ipv6, "port": 8080}]) == ["accepted"]
+
+
+def _counters(lab, interface: str) -> int:
+    """Packets counted so far by all rules of the interface's input chain."""
+    save = lab.shell("iptables-legacy-save -c -t filter").stdout
+    return sum(
+        int(re.match(r"\[(\d+):", line).group(1))
+        for line in save.splitlines()
+        if f"-A nmz-if-{interface}-in " in line
+    )
+
+
+def test_deleted_zone_moves_its_interfaces_to_default_zone_loudly(lab):
+    link = lab.add_link()
+    path = write_zone(lab, "lab", "services: [ssh]\nports: [8080/tcp]\n")
+    lab.nm_zones("apply", link.name, "lab")
+    os.unlink(path)
+    result = lab.nm_zones("reload")
+    assert f"{link.name}: lab -> public (default-zone)" in result.stdout
+    assert "zone 'lab' no longer exists; moving to default-zone" in result.stderr
+    assert chain(lab, link.name) == planned(link.name, "public")
+
+
+# -- 2. broken config never opens the firewall --------------------------------------------
+
+
+def test_broken_zone_keeps_the_rules_an_interface_has(lab):
+    link = lab.add_link()
+    write_zone(lab, "home", "services: [ssh]\n")
+    lab.nm_zones("apply", link.name, "home")
+    before = chain(lab, link.name)
+    write_zone(lab, "home", "services: [ssh\n")  # broken YAML
+    result = lab.nm_zones("apply", link.name, "home", check=False)
+    assert result.returncode == 1
+    assert "cannot be loaded" in result.stderr and "keeping its rules" in result.stderr
+    assert chain(lab, link.name) == before
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 1 and "DEGRADED: zone 'home' cannot be loaded" in status.stdout
+    reload = lab.nm_zones("reload", check=False)
+    assert reload.returncode == 1 and "home.yaml:2: not valid YAML" in reload.stderr
+    assert chain(lab, link.name) == before
+
+
+def test_new_interface_with_broken_zone_gets_the_shipped_definition(lab):
+    link = lab.add_link()
+    write_zone(lab, "home", "targte: accept\n")  # the admin's home: a typo
+    with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+        stream.write("default-zone: public\nconnections:\n  lan: home\n")
+    result = hook(lab, link.name, "up", CONNECTION_ID="lan", CONNECTION_UUID="u1")
+    assert result.returncode == 1
+    assert "using the shipped definition" in result.stderr
+    assert chain(lab, link.name) == planned(link.name, "home")
+    assert "shipped definition" in state(lab)["interfaces"][link.name]["degraded"]
+
+
+def test_new_interface_with_broken_admin_only_zone_gets_block(lab):
+    link = lab.add_link()
+    lab.listen()
+    write_zone(lab, "lab", "ports: [99999/tcp]\n")
+    result = lab.nm_zones("apply", link.name, "lab", check=False)
+    assert result.returncode == 1
+    assert "using block" in result.stderr
+    assert chain(lab, link.name) == planned(link.name, "block")
+    assert (
+        lab.probe(
+            [
+                {"kind": "tcp", "address": link.ipv4, "port": 22},
+                {"kind": "tcp", "address": link.ipv6, "port": 22},
+            ]
+        )
+        == ["rejected"] * 2
+    )
+
+
+def test_broken_map_falls_back_to_the_shipped_map_degraded(lab):
+    link = lab.add_link()
+    with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+        stream.write("default-zone: [not, a, zone]\n")
+    result = hook(lab, link.name, "up", CONNECTION_ID="lan", CONNECTION_UUID="u1")
+    assert result.returncode == 1
+    assert "connections map cannot be loaded" in result.stderr
+    assert chain(lab, link.name) == planned(link.name, "public")
+
+
+def test_insecure_admin_file_is_refused_when_root(lab):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "public")
+    write_zone(lab, "public", "target: accept\n", mode=0o666)  # anyone could open the firewall
+    result = lab.nm_zones("reload", check=False)
+    assert result.returncode == 1
+    assert "writable by group or others" in result.stderr
+    assert chain(lab, link.name) == planned(link.name, "public")
+
+
+# -- 4. no exposure window ------------------------------------------------------------
+
+
+def test_new_interface_is_filtered_before_any_event(lab):
+    lab.nm_zones("reload")  # what the boot-time unit runs, before NetworkManager
+    link = lab.add_link()  # NetworkManager configures the address before pre-up runs
+    exempt = lab.add_link("docker7")
+    lab.listen()
+    got = lab.probe(
+        [
+            {"kind": "tcp", "address": link.ipv4, "port": 8080},
+            {"kind": "tcp", "address": link.ipv6, "port": 8080},
+            {"kind": "tcp", "address": link.ipv4, "port": 22},
+            {"kind": "tcp", "address": exempt.ipv4, "port": 8080},
+            {"kind": "tcp", "address": exempt.ipv6, "port": 8080},
+        ]
+    )
+    assert got == ["rejected", "rejected", "accepted", "accepted", "accepted"]
+    result = lab.nm_zones("apply", exempt.name, "home", check=False)
+    assert result.returncode == 2 and "exempt-interfaces" in result.stderr
+
+
+# -- 5. clean-up ------------------------------------------------------------------------
+
+
+def test_gc_and_the_next_event_remove_rules_of_gone_interfaces(lab):
+    a, b, c = lab.add_link(), lab.add_link(), lab.add_link()
+    for link in (a, b, c):
+        lab.nm_zones("apply", link.name, "home")
+    lab.delete_link(a.name)  # a failed activation: no down event ever comes
+    assert lab.nm_zones("gc").stdout.strip() == f"{a.name}: home -> - (interface gone)"
+    assert f"nmz-if-{a.name}" not in lab.save("ipv4") + lab.save("ipv6")
+    lab.delete_link(b.name)
+    lab.add_link(b.name)  # the name is back, on another device (another index)
+    assert hook(lab, c.name, "up", CONNECTION_ID="x").returncode == 0
+    assert b.name not in state(lab)["interfaces"]
+    assert f"nmz-if-{b.name}-in" not in lab.save("ipv4")
+
+
+def test_gc_removes_chains_nobody_owns(lab):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "external")
+    os.unlink(os.path.join(lab.state_dir, "state.json"))  # the state is lost
+    out = lab.nm_zones("gc").stdout
+    assert "orphaned chains removed" in out
+    assert f"nmz-if-{link.name}" not in lab.save("ipv4") + lab.save("ipv6")
+
+
+# -- 6. concurrency and interruption -------------------------------------------------------
+
+
+def _rule_set(lab) -> dict[str, list[str]]:
+    result = {}
+    for family in ("ipv4", "ipv6"):
+        lines = [
+            re.sub(r" \[\d+:\d+\]$", "", x)
+            for x in lab.save(family).splitlines()
+            if not x.startswith("#")
+        ]
+        result[family] = sorted(lines)
+    return result
+
+
+def test_concurrent_invocations_end_like_a_serial_run(lab):
+    links = [lab.add_link() for _ in range(20)]
+    zones = sorted(SHIPPED.zones)
+    plan = [(link.name, zones[i % len(zones)]) for i, link in enumerate(links)]
+    for name, zone in plan:
+        lab.nm_zones("apply", name, zone)
+    for name, _ in plan[::2]:
+        lab.nm_zones("remove", name)
+    serial = _rule_set(lab)
+    lab.flush_netfilter()
+    os.unlink(os.path.join(lab.state_dir, "state.json"))
+    lab.nm_zones("reload")
+
+    def run_all(argvs):
+        procs = [
+            subprocess.Popen(
+                ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", *argv],
+                env=lab.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for argv in argvs
+        ]
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+
+    run_all([("apply", name, zone) for name, zone in plan])
+    run_all([("remove", name) for name, _ in plan[::2]])
+    assert _rule_set(lab) == serial
+    assert set(state(lab)["interfaces"]) == {name for name, _ in plan[1::2]}
+
+
+def test_kill_minus_nine_never_leaves_a_half_table(lab):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "block")
+    zones = ["home", "block", "external", "drop"]
+    rng = random.Random(4)
+    killed_mid_run = 0
+    for i in range(100):
+        zone = zones[i % len(zones)]
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", "apply", link.name, zone],
+            env=lab.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.0, 0.12))
+        if proc.poll() is None:
+            killed_mid_run += 1
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        st = state(lab)  # always parses
+        for family in ("ipv4", "ipv6"):
+            found = chain(lab, link.name, family)
+            candidates = [planned(link.name, z, family) for z in zones]
+            assert found in candidates, (i, family, found)
+        entry = st["interfaces"].get(link.name)
+        assert entry is not None and entry["status"] in ("applied", "applying")
+    assert killed_mid_run > 10
+    lab.nm_zones("gc")  # the next run repairs whatever was interrupted
+    final = state(lab)["interfaces"][link.name]
+    assert final["status"] == "applied"
+    for family in ("ipv4", "ipv6"):
+        assert chain(lab, link.name, family) == planned(link.name, final["zone"], family)
+    assert "kernel: in place" in lab.nm_zones("status").stdout
+
+
+def test_a_concurrent_foreign_writer_loses_no_rule(lab):
+    link = lab.add_link()
+    lab.shell("iptables-legacy -N FOREIGN; ip6tables-legacy -N FOREIGN")
+    # 600 rounds: append rule i in both families; every third round delete the previous one
+    writer = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            lab.zoned,
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 600 ]; do i=$((i+1)); j=$((i-1)); "
+            "iptables-legacy -w -A FOREIGN -s 10.9.$((i/250)).$((i%250)) -j RETURN; "
+            "ip6tables-legacy -w -A FOREIGN -s 2001:db8::$i -j RETURN; "
+            "if [ $((i % 3)) = 0 ]; then "
+            "iptables-legacy -w -D FOREIGN -s 10.9.$((j/250)).$((j%250)) -j RETURN; fi; "
+            "done; echo done",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=lab.env(),
+    )
+    zones = sorted(SHIPPED.zones)
+    i = 0
+    while writer.poll() is None:
+        lab.nm_zones("apply", link.name, zones[i % len(zones)])
+        i += 1
+    assert writer.stdout.read().strip() == "done"
+    assert i >= 5
+    v4 = [x for x in lab.save("ipv4", "filter").splitlines() if x.startswith("-A FOREIGN")]
+    v6 = [x for x in lab.save("ipv6", "filter").splitlines() if x.startswith("-A FOREIGN")]
+    assert len(v6) == 600
+    assert len(v4) == 400
+
+
+# -- 7. logging ---------------------------------------------------------------------------
+
+SYSLOG_SANDBOX = r"""
+set -e
+mkdir -p "$TMPDEV"
+mount -t tmpfs tmpfs "$TMPDEV"
+for n in null zero full random urandom; do
+    touch "$TMPDEV/$n"; mount --bind /dev/$n "$TMPDEV/$n"
+done
+mount --move "$TMPDEV" /dev
+"$PY" "$SERVER" "$LOG" &
+server=$!
+i=0; while [ ! -S /dev/log ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done
+ip netns exec "$NS" "$PY" -m nm_zones apply "$IFACE" home
+ip netns exec "$NS" "$PY" -m nm_zones apply "$IFACE" home
+ip netns exec "$NS" "$PY" -m nm_zones apply "$IFACE" drop
+sleep 0.2
+kill $server
+"""
+
+SYSLOG_SERVER = r"""
+import socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sock.bind("/dev/log")
+with open(sys.argv[1], "ab", buffering=0) as out:
+    while True:
+        out.write(sock.recv(4096) + b"\n")
+"""
+
+
+def test_one_syslog_record_per_change(lab, tmp_path):
+    link = lab.add_link()
+    server = tmp_path / "syslog_server.py"
+    server.write_text(SYSLOG_SERVER)
+    log = tmp_path / "syslog.txt"
+    env = lab.env(
+        TMPDEV=str(tmp_path / "dev"),
+        PY=PYTHON,
+        SERVER=str(server),
+        LOG=str(log),
+        NS=lab.zoned,
+        IFACE=link.name,
+    )
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", SYSLOG_SANDBOX],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    records = [line for line in wait_for(log.read_text, 5).splitlines() if line]
+    changes = [r for r in records if f"{link.name}:" in r]
+    assert len(changes) == 2, records
+    assert re.search(r"nm-zones\[\d+\]: vz1: - -> home \(command line\) in [\d.]+ ms", changes[0])
+    assert re.search(r"vz1: home -> drop \(command line\) in [\d.]+ ms", changes[1])
+
+
+@pytest.mark.parametrize("command", ["apply vz1 home", "remove vz1", "reload", "gc"])
+def test_errors_go_to_stderr_and_success_is_quiet(lab, command):
+    lab.add_link()
+    lab.nm_zones("apply", "vz1", "home")
+    lab.nm_zones(*command.split())
+    result = lab.nm_zones(*command.split())
+    assert result.stdout == "" and result.stderr == ""
+    bad = lab.nm_zones("apply", "vz1", "nowhere", check=False)
+    assert bad.returncode == 2 and bad.stdout == "" and "unknown zone 'nowhere'" in bad.stderr
