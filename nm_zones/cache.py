@@ -11,7 +11,7 @@ import os
 import pickle
 
 from .model import LoadResult
-from .paths import Paths, config_files
+from .paths import Paths, config_fingerprint
 from .state import write_atomically
 
 CACHE_FILE = "config.cache"
@@ -19,16 +19,7 @@ CACHE_VERSION = 1
 
 
 def fingerprint(paths: Paths) -> tuple:
-    entries = []
-    for path in config_files(paths):
-        try:
-            info = os.stat(path)
-            entries.append(
-                (path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode, info.st_uid)
-            )
-        except OSError:
-            entries.append((path, None))
-    return (CACHE_VERSION, os.geteuid() == 0, paths.shipped, paths.config, tuple(entries))
+    return (CACHE_VERSION, config_fingerprint(paths))
 
 
 def _trusted(path: str) -> bool:

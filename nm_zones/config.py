@@ -52,6 +52,10 @@ MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exemp
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
 
 
+def port_order(port: PortRange) -> tuple:
+    return (port.first, port.last, port.protocol)
+
+
 def _hint(word: str, choices) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f"did you mean {close[0]!r}?" if close else "valid: " + ", ".join(sorted(choices))
@@ -141,7 +145,7 @@ class _FileChecker:
 
     def ports(self, doc: LocMap, key: str) -> tuple[PortRange, ...]:
         found = (self.port(line, path, item) for line, path, item in self.items(doc, key))
-        return tuple(sorted({p for p in found if p is not None}))
+        return tuple(sorted({p for p in found if p is not None}, key=port_order))
 
     def names(self, doc: LocMap, key: str, valid, what: str) -> tuple[str, ...]:
         result = []
@@ -197,7 +201,7 @@ def load_service(path: str, name: str) -> tuple[Service | None, list[Problem]]:
                 if network.version != (4 if family == "ipv4" else 6):
                     check.add(line, key, f"{address} is not an {family} address")
                     continue
-                destination.append((family, str(address)))
+                destination.append((family, str(network)))  # as iptables prints it
     service = Service(
         name=name,
         description=check.text(doc, "description"),

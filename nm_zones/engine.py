@@ -11,8 +11,8 @@ binding -> Ruleset -> kernel -> state, with the fail-safe rules:
 
 from __future__ import annotations
 
-import socket
 import time
+from _socket import if_nametoindex
 from dataclasses import dataclass
 
 from .cache import load_config
@@ -34,7 +34,7 @@ REASON_NM = "nmcli connection.zone"
 def interface_index(name: str) -> int:
     """The kernel's index for the name, 0 when no such interface exists (a cheap check)."""
     try:
-        return socket.if_nametoindex(name)
+        return if_nametoindex(name)
     except OSError:
         return 0
 
@@ -170,8 +170,10 @@ class Engine:
         reason: str,
         connection: Connection | None = None,
         state: State | None = None,
+        inputs: str = "",
     ) -> Change | None:
-        """Bind `interface` to `zone_name`; returns the change made, None for a no-op."""
+        """Bind `interface` to `zone_name`; returns the change made, None for a no-op.
+        `inputs` records what decided it, for the quick path of the next event."""
         check_interface(interface)
         if matches_exempt(interface, self.config.connections_map.exempt_interfaces):
             raise UsageError(
@@ -206,12 +208,14 @@ class Engine:
         digest = ruleset.digest()
         ifindex = interface_index(interface)
         if old and old.status == "applied" and old.digest == digest and old.ifindex == ifindex:
-            if (old.reason, old.connection_uuid, old.degraded) != (
+            if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
                 reason,
                 connection.uuid,
                 degraded,
+                inputs or old.inputs,
             ):
                 old.reason, old.degraded = reason, degraded
+                old.inputs = inputs or old.inputs
                 old.connection_uuid = connection.uuid or old.connection_uuid
                 old.connection_id = connection.id or old.connection_id
                 self.state_dir.save(state)
@@ -231,6 +235,7 @@ class Engine:
             tables=[list(t) for t in sorted(set(new_tables) | (previous or set()))],
             status="applying",
             degraded=degraded,
+            inputs=inputs,
         )
         state.interfaces[interface] = binding
         self.state_dir.save(state)

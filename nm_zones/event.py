@@ -43,9 +43,15 @@ def handle(argv: list[str], env: dict) -> int:
     paths = Paths.from_environment()
     if os.path.exists(paths.disabled_flag):
         return 0
+    if action not in REMOVE_ACTIONS:
+        from .quick import nothing_changed
+
+        if nothing_changed(paths, interface, env):
+            return 0
     from .engine import Engine, interface_index
     from .errors import ConfigError, KernelError, UsageError
     from .ifname import matches_exempt
+    from .quick import inputs_key
     from .resolve import read_connection
 
     engine = Engine(paths)
@@ -67,7 +73,14 @@ def handle(argv: list[str], env: dict) -> int:
                 if not connection.found and _profile_deleted(env):
                     return 0  # a queued event for a profile deleted since: nothing to bind
                 decision = engine.decide(connection)
-                engine.apply_interface(interface, decision.zone, decision.reason, connection, state)
+                engine.apply_interface(
+                    interface,
+                    decision.zone,
+                    decision.reason,
+                    connection,
+                    state,
+                    inputs_key(paths, env),
+                )
     except (UsageError, ConfigError, KernelError) as error:
         print(f"nm-zones: {interface} {action}: {error}", file=sys.stderr)
         from .log import to_syslog

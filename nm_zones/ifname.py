@@ -8,13 +8,11 @@ interface. Quotes and backslashes would not survive iptables-save text: refused 
 
 from __future__ import annotations
 
-import hashlib
-import re
-
+from .digest import fingerprint
 from .errors import UsageError
 
 IFNAMSIZ = 15
-_PLAIN = re.compile(r"^[A-Za-z0-9_.-]+$")
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _REFUSED = set("/: \t\n\r\v\f\"'\\+!")
 
 
@@ -42,10 +40,10 @@ def check_interface(name: str) -> str:
 
 def chain_token(name: str) -> str:
     """A short, unique, iptables-safe stand-in for the interface in chain names."""
-    if _PLAIN.match(name):
+    if name and set(name) <= _PLAIN:
         return name
     # `~` never appears in a plain token, so hashed and plain tokens cannot collide.
-    return "~" + hashlib.sha256(name.encode()).hexdigest()[:12]
+    return "~" + fingerprint(name)[:12]
 
 
 def chain_name(name: str, kind: str) -> str:

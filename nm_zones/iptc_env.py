@@ -51,21 +51,34 @@ def locate_libraries() -> dict[str, str]:
 
 
 def import_iptc():
-    """Return the iptc module, imported with the libraries located beforehand."""
+    """Return the iptc module, imported with the libraries located beforehand.
+
+    While iptc imports, `ctypes.util` is a stand-in that answers find_library from the
+    located paths (the real module pulls in shutil, tempfile and re, and spawns ldconfig or
+    gcc for each library); any name it does not know goes to the real one.
+    """
     if "iptc" in sys.modules:
         return sys.modules["iptc"]
-    import ctypes.util
+    import ctypes
 
     known = locate_libraries()
     if "xtables-dir" in known:
         os.environ.setdefault("XTABLES_LIBDIR", known["xtables-dir"])
     os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
-    original = ctypes.util.find_library
 
     def find_library(name: str):
-        return known.get(name) or original(name)
+        if name in known:
+            return known[name]
+        sys.modules.pop("ctypes.util", None)
+        import ctypes.util as real
 
-    ctypes.util.find_library = find_library
+        return real.find_library(name)
+
+    stand_in = type(sys)("ctypes.util")
+    stand_in.find_library = find_library
+    previous = sys.modules.get("ctypes.util")
+    sys.modules["ctypes.util"] = stand_in
+    ctypes.util = stand_in
     try:
         import warnings
 
@@ -73,7 +86,11 @@ def import_iptc():
             warnings.simplefilter("ignore", DeprecationWarning)
             import iptc
     finally:
-        ctypes.util.find_library = original
+        if previous is not None:
+            sys.modules["ctypes.util"] = ctypes.util = previous
+        else:
+            sys.modules.pop("ctypes.util", None)
+            del ctypes.util
     return iptc
 
 

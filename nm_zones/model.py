@@ -80,7 +80,7 @@ CONNTRACK_HELPERS = (
 )
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class PortRange:
     """A port or a range of ports of one protocol, as in `22/tcp` or `60000-61000/udp`."""
 

@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 SHIPPED_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-@dataclass(frozen=True)
 class Paths:
-    """The three places nm-zones reads or writes; tests and the command line may move two."""
+    """The three places nm-zones reads or writes; tests and the command line may move two.
 
-    shipped: str = SHIPPED_DIR
-    config: str = "/etc/nm-zones"
-    state: str = "/run/nm-zones"
+    A plain class, not a dataclass: this module is on the path of every event, and building
+    a dataclass costs more than the rest of the module.
+    """
+
+    __slots__ = ("config", "shipped", "state")
+
+    def __init__(
+        self,
+        shipped: str = SHIPPED_DIR,
+        config: str = "/etc/nm-zones",
+        state: str = "/run/nm-zones",
+    ):
+        self.shipped, self.config, self.state = shipped, config, state
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Paths) and (self.shipped, self.config, self.state) == (
+            other.shipped,
+            other.config,
+            other.state,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.shipped, self.config, self.state))
+
+    def __repr__(self) -> str:
+        return f"Paths(shipped={self.shipped!r}, config={self.config!r}, state={self.state!r})"
 
     @classmethod
     def from_environment(cls) -> Paths:
@@ -57,3 +78,18 @@ def config_files(paths: Paths) -> list[str]:
         result += list(yaml_files(os.path.join(paths.shipped, sub)).values())
     result.append(os.path.join(paths.shipped, "connections-map.yaml"))
     return result
+
+
+def config_fingerprint(paths: Paths) -> tuple:
+    """The identity of every config file and folder (size, mtime, inode, mode, owner): it
+    changes whenever anything the compiled config depends on may have changed."""
+    entries = []
+    for path in config_files(paths):
+        try:
+            info = os.stat(path)
+            entries.append(
+                (path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode, info.st_uid)
+            )
+        except OSError:
+            entries.append((path, None))
+    return (os.geteuid() == 0, paths.shipped, paths.config, tuple(entries))

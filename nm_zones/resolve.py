@@ -9,7 +9,6 @@ A zone that does not exist falls back to default-zone, and the reason says so.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 
 from .model import ConnectionsMap
@@ -61,6 +60,8 @@ def read_keyfile(path: str) -> dict[str, str] | None:
 
 def nmcli_connection(uuid: str) -> tuple[str, str] | None:
     """(zone, type) of a profile from nmcli; None when nmcli does not know it."""
+    import subprocess
+
     try:
         result = subprocess.run(
             ["nmcli", "-g", "connection.zone,connection.type", "connection", "show", uuid],

@@ -7,9 +7,9 @@ iptables-legacy-save prints, so what `plan` shows is what the kernel will report
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
 from dataclasses import dataclass, field
+
+from .digest import fingerprint
 
 # Built-in chain -> the dispatch chain nm-zones hooks into it, per table.
 HOOKS = {
@@ -49,9 +49,9 @@ class Rule:
     def save_args(self) -> str:
         parts = []
         if self.source:
-            parts += ["-s", _network(self.source)]
+            parts += ["-s", self.source]
         if self.destination:
-            parts += ["-d", _network(self.destination)]
+            parts += ["-d", self.destination]
         if self.in_interface:
             parts += ["-i", self.in_interface]
         if self.out_interface:
@@ -125,11 +125,7 @@ class Ruleset:
         """A fingerprint of the rules, to tell whether a re-apply would change anything."""
         text = f"{self.zone}\n{self.needs_forwarding}\n"
         text += self.save_text("ipv4") + self.save_text("ipv6")
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _network(address: str) -> str:
-    return str(ipaddress.ip_network(address, strict=False))
+        return fingerprint(text)
 
 
 def _quote(value: str) -> str:

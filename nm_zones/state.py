@@ -34,6 +34,7 @@ class Binding:
     tables: list[list[str]] = field(default_factory=list)  # [family, table] pairs in use
     status: str = "applied"  # or "applying": a commit was interrupted
     degraded: str = ""  # why the interface runs on a fallback zone, if it does
+    inputs: str = ""  # what decided it: quick.event_inputs, marshalled, in hex
 
     def table_set(self) -> set[tuple[str, str]]:
         return {(family, table) for family, table in self.tables}
@@ -87,7 +88,10 @@ class StateDir:
             return State()
 
     def save(self, state: State) -> None:
+        from .quick import QUICK_FILE, quick_index
+
         write_atomically(self.file(STATE_FILE), state.to_json().encode())
+        write_atomically(self.file(QUICK_FILE), quick_index(state.interfaces))
 
     def locked(self, wait: float = LOCK_WAIT_SECONDS):
         """Serialize nm-zones processes that change the kernel or the state."""

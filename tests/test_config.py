@@ -98,7 +98,7 @@ def test_shipped_zones_follow_the_proposal(etc):
 
 def test_service_catalog_facts(etc):
     services = load_with(etc).config.services
-    assert dict(services["mdns"].destination) == {"ipv4": "224.0.0.251", "ipv6": "ff02::fb"}
+    assert dict(services["mdns"].destination) == {"ipv4": "224.0.0.251/32", "ipv6": "ff02::fb/128"}
     assert [str(p) for p in services["kdeconnect"].ports] == ["1714-1764/tcp", "1714-1764/udp"]
     assert [str(p) for p in services["upnp-client"].source_ports] == ["1900/udp"]
     assert services["ftp"].helpers == ("ftp",)

@@ -1,0 +1,83 @@
+"""The quick answer to an event that changes nothing, without loading nm-zones proper.
+
+NetworkManager sends `up` right after `pre-up`, and `reapply` or `dhcp4-change` often change
+nothing. An interface's binding is remembered with the inputs that decided it: the connection's
+UUID and name, the identity of its keyfile (size, mtime, inode), and the identity of every
+config file. When none of these changed, the interface still has its index, and no other bound
+interface is gone, the rules in the kernel are already right: the event ends here, having
+imported only what Python starts with.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+from _socket import if_nametoindex
+
+from .digest import fingerprint
+from .paths import Paths, config_fingerprint
+
+QUICK_FILE = "quick"
+
+
+def inputs_key(paths: Paths, env: dict) -> str:
+    """event_inputs as stored with a binding; empty when there is no quick answer.
+    (repr, not marshal: marshal's bytes depend on reference counts, repr of plain values
+    does not.)"""
+    inputs = event_inputs(paths, env)
+    return fingerprint(repr(inputs)) if inputs is not None else ""
+
+
+def event_inputs(paths: Paths, env: dict) -> tuple | None:
+    """What decided the zone for this event; None when it cannot be pinned down cheaply
+    (a profile that is not a keyfile is read with nmcli)."""
+    filename = env.get("CONNECTION_FILENAME", "")
+    if not filename.endswith(".nmconnection"):
+        return None
+    try:
+        info = os.stat(filename)
+    except OSError:
+        return None
+    profile = (
+        env.get("CONNECTION_UUID", ""),
+        env.get("CONNECTION_ID", ""),
+        filename,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ino,
+    )
+    return (profile, config_fingerprint(paths))
+
+
+def _index_now(name: str) -> int:
+    try:
+        return if_nametoindex(name)
+    except OSError:
+        return 0
+
+
+def nothing_changed(paths: Paths, interface: str, env: dict) -> bool:
+    try:
+        with open(os.path.join(paths.state, QUICK_FILE), "rb") as stream:
+            bound = marshal.load(stream)
+    except (OSError, EOFError, ValueError, TypeError):
+        return False
+    if interface not in bound:
+        return False
+    for name, (_, ifindex) in bound.items():  # a gone interface needs the full run (gc)
+        if _index_now(name) != ifindex:
+            return False
+    key = inputs_key(paths, env)
+    return bool(key) and key == bound[interface][0]
+
+
+def quick_index(interfaces: dict) -> bytes:
+    """Written with every state: interface -> (its inputs, its index), for the interfaces
+    whose rules are applied as decided (not degraded, not interrupted)."""
+    return marshal.dumps(
+        {
+            name: (binding.inputs, binding.ifindex)
+            for name, binding in interfaces.items()
+            if binding.status == "applied" and not binding.degraded and binding.inputs
+        }
+    )
