@@ -59,7 +59,8 @@ class Bench:
         self.runs = runs
         self.tmp = tmp
         self.config = os.path.join(tmp, "etc-nm-zones")
-        self.state = os.path.join(tmp, "state")
+        # the state lives on tmpfs, as /run/nm-zones does (fsync costs nothing there)
+        self.state = tempfile.mkdtemp(prefix="nm-zones-bench-state-", dir="/dev/shm")
         os.makedirs(os.path.join(self.config, "zones.d"), mode=0o755)
         self.env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -88,9 +89,10 @@ class Bench:
 
     def keyfile(self, name: str, zone: str) -> str:
         path = os.path.join(self.tmp, f"{name}.nmconnection")
-        with open(path, "w") as stream:
-            stream.write(f"[connection]\nid={name}\nuuid=uuid-{name}\ntype=ethernet\n"
-                         f"zone={zone}\n")
+        text = f"[connection]\nid={name}\nuuid=uuid-{name}\ntype=ethernet\nzone={zone}\n"
+        if not os.path.exists(path) or open(path).read() != text:  # as NetworkManager would
+            with open(path, "w") as stream:
+                stream.write(text)
         return path
 
     def event(self, interface: str, action: str, zone: str | None = None) -> tuple[float, int]:
@@ -240,6 +242,7 @@ def inside(runs: int) -> int:
             bench.peak_rss / 1024 <= 30,
         ]
         print(f"targets met: {sum(checks)} of {len(checks)}")
+        shutil.rmtree(bench.state, ignore_errors=True)
     return 0
 
 

@@ -74,6 +74,12 @@ def import_iptc():
 
         return real.find_library(name)
 
+    # setuptools' distutils shim (a .pth file installs it) would answer iptc's
+    # `from distutils.sysconfig import ...` by importing all of setuptools: 0.3 s. Without
+    # it, the standard library's distutils (or, where there is none, iptc's own fallback).
+    shims = [f for f in sys.meta_path if type(f).__module__ == "_distutils_hack"]
+    for shim in shims:
+        sys.meta_path.remove(shim)
     stand_in = type(sys)("ctypes.util")
     stand_in.find_library = find_library
     previous = sys.modules.get("ctypes.util")
@@ -86,6 +92,7 @@ def import_iptc():
             warnings.simplefilter("ignore", DeprecationWarning)
             import iptc
     finally:
+        sys.meta_path[0:0] = shims
         if previous is not None:
             sys.modules["ctypes.util"] = ctypes.util = previous
         else:
