@@ -32,8 +32,9 @@ PYTHON = sys.executable
 TARGETS = {"a": 60.0, "b": 60.0, "c": 25.0}
 
 
-def spawn(argv: list[str], env: dict, stdin_data: bytes | None = None,
-          quiet: bool = False) -> tuple[float, int]:
+def spawn(
+    argv: list[str], env: dict, stdin_data: bytes | None = None, quiet: bool = False
+) -> tuple[float, int]:
     """Run one process to completion; (wall milliseconds, peak RSS in KiB)."""
     read_fd = None
     if stdin_data is not None:
@@ -68,8 +69,12 @@ class Bench:
             "NM_ZONES_STATE_DIR": self.state,
         }
         root = os.path.join(tmp, "root")
-        subprocess.run([PYTHON, "-m", "nm_zones", "install", "--root", root], check=True,
-                       env={**self.env, "PYTHONPATH": REPO}, capture_output=True)
+        subprocess.run(
+            [PYTHON, "-m", "nm_zones", "install", "--root", root],
+            check=True,
+            env={**self.env, "PYTHONPATH": REPO},
+            capture_output=True,
+        )
         self.hook = os.path.join(root, "etc/NetworkManager/dispatcher.d/50-nm-zones")
         self.peak_rss = 0
         self.links = 0
@@ -80,8 +85,10 @@ class Bench:
         names = []
         for _ in range(count):
             name = f"bz{self.links}"
-            subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name",
-                            f"bp{self.links}"], check=True)
+            subprocess.run(
+                ["ip", "link", "add", name, "type", "veth", "peer", "name", f"bp{self.links}"],
+                check=True,
+            )
             subprocess.run(["ip", "link", "set", name, "up"], check=True)
             self.links += 1
             names.append(name)
@@ -90,7 +97,12 @@ class Bench:
     def keyfile(self, name: str, zone: str) -> str:
         path = os.path.join(self.tmp, f"{name}.nmconnection")
         text = f"[connection]\nid={name}\nuuid=uuid-{name}\ntype=ethernet\nzone={zone}\n"
-        if not os.path.exists(path) or open(path).read() != text:  # as NetworkManager would
+        try:
+            with open(path) as stream:
+                unchanged = stream.read() == text
+        except FileNotFoundError:
+            unchanged = False
+        if not unchanged:  # NetworkManager rewrites a profile only when it changes
             with open(path, "w") as stream:
                 stream.write(text)
         return path
@@ -98,9 +110,13 @@ class Bench:
     def event(self, interface: str, action: str, zone: str | None = None) -> tuple[float, int]:
         env = dict(self.env)
         if zone is not None:
-            env.update(CONNECTION_ID=interface, CONNECTION_UUID=f"uuid-{interface}",
-                       CONNECTION_FILENAME=self.keyfile(interface, zone),
-                       DEVICE_IFACE=interface, DEVICE_IP_IFACE=interface)
+            env.update(
+                CONNECTION_ID=interface,
+                CONNECTION_UUID=f"uuid-{interface}",
+                CONNECTION_FILENAME=self.keyfile(interface, zone),
+                DEVICE_IFACE=interface,
+                DEVICE_IP_IFACE=interface,
+            )
         elif action == "connectivity-change":
             env["CONNECTIVITY_STATE"] = "FULL"
         elapsed, rss = spawn([self.hook, interface, action], env)
@@ -108,8 +124,9 @@ class Bench:
         return elapsed, rss
 
     def command(self, *args: str) -> float:
-        return spawn([PYTHON, "-m", "nm_zones", *args], {**self.env, "PYTHONPATH": REPO},
-                     quiet=True)[0]
+        return spawn(
+            [PYTHON, "-m", "nm_zones", *args], {**self.env, "PYTHONPATH": REPO}, quiet=True
+        )[0]
 
     def bind(self, names: list[str], zone: str = "public") -> None:
         for name in names:
@@ -125,16 +142,22 @@ class Bench:
         config = load(Paths(config="/nonexistent")).config
         ruleset = compile_interface(interface, config.zones["home"], config)
         v4, v6 = ruleset.save_text("ipv4").encode(), ruleset.save_text("ipv6").encode()
-        restore4, restore6 = shutil.which("iptables-legacy-restore"), shutil.which(
-            "ip6tables-legacy-restore")
+        restore4, restore6 = (
+            shutil.which("iptables-legacy-restore"),
+            shutil.which("ip6tables-legacy-restore"),
+        )
         times = []
         for _ in range(self.runs):
             t4, _ = spawn([restore4, "--noflush"], self.env, v4)
             t6, _ = spawn([restore6, "--noflush"], self.env, v6)
             times.append(t4 + t6)
         # leave the namespace as nm-zones expects to find it
-        subprocess.run("for t in iptables-legacy ip6tables-legacy; do for x in raw nat filter;"
-                       " do $t -t $x -F; $t -t $x -X; done; done", shell=True, check=True)
+        subprocess.run(
+            "for t in iptables-legacy ip6tables-legacy; do for x in raw nat filter;"
+            " do $t -t $x -F; $t -t $x -X; done; done",
+            shell=True,
+            check=True,
+        )
         return times
 
     def fresh_up(self, interface: str) -> list[float]:
@@ -180,8 +203,7 @@ def summary(times: list[float]) -> tuple[float, float, float]:
 
 def row(label: str, times: list[float], floor: float, target: str = "") -> str:
     median, low, high = summary(times)
-    return (f"| {label} | {median:.1f} | {low:.1f} | {high:.1f} | {median / floor:.1f}x |"
-            f" {target} |")
+    return f"| {label} | {median:.1f} | {low:.1f} | {high:.1f} | {median / floor:.1f}x | {target} |"
 
 
 def inside(runs: int) -> int:
@@ -212,21 +234,39 @@ def inside(runs: int) -> int:
             "",
             "| measurement | median | min | max | / floor | target |",
             "|---|---|---|---|---|---|",
-            row("floor: iptables-legacy-restore + ip6tables-legacy-restore (home zone)",
-                floor_times, floor),
+            row(
+                "floor: iptables-legacy-restore + ip6tables-legacy-restore (home zone)",
+                floor_times,
+                floor,
+            ),
             row("a. hook `up`, fresh interface, IPv4 + IPv6", results["a"], floor, "<= 60"),
-            row("b. hook `reapply`, zone switch, 0 others bound", results["b0"], floor,
-                "<= 60"),
+            row("b. hook `reapply`, zone switch, 0 others bound", results["b0"], floor, "<= 60"),
             row("c. hook `connectivity-change` (no-op)", results["c-conn"], floor, "<= 25"),
             row("c. hook `up`, nothing changed (no-op)", results["c-up"], floor, "<= 25"),
-            row("d. `nm-zones reload`, one zone changed, 1 bound", results["d1"], floor,
-                f"<= 2 x b = {2 * b0:.0f}"),
-            row("d. `nm-zones reload`, one zone changed, 50 bound", results["d50"], floor,
-                f"<= {2 * b0:.0f}"),
-            row("d. `nm-zones reload`, one zone changed, 200 bound", results["d200"], floor,
-                f"<= {2 * b0:.0f}"),
-            row("e. zone switch, 200 others bound", results["b200"], floor,
-                f"<= 1.3 x b = {1.3 * b0:.0f}"),
+            row(
+                "d. `nm-zones reload`, one zone changed, 1 bound",
+                results["d1"],
+                floor,
+                f"<= 2 x b = {2 * b0:.0f}",
+            ),
+            row(
+                "d. `nm-zones reload`, one zone changed, 50 bound",
+                results["d50"],
+                floor,
+                f"<= {2 * b0:.0f}",
+            ),
+            row(
+                "d. `nm-zones reload`, one zone changed, 200 bound",
+                results["d200"],
+                floor,
+                f"<= {2 * b0:.0f}",
+            ),
+            row(
+                "e. zone switch, 200 others bound",
+                results["b200"],
+                floor,
+                f"<= 1.3 x b = {1.3 * b0:.0f}",
+            ),
             "",
             f"e. 200 bound / 0 bound: {b200 / b0:.2f} (target <= 1.3)",
             f"peak RSS of the hook process: {bench.peak_rss / 1024:.1f} MiB (target <= 30)",
@@ -247,8 +287,9 @@ def inside(runs: int) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=20, help="runs per figure (default 20)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -260,8 +301,19 @@ def main() -> int:
     name = f"nmz-bench-{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
-        return subprocess.run(["ip", "netns", "exec", name, PYTHON, os.path.abspath(__file__),
-                               "--inside", "--runs", str(args.runs)]).returncode
+        return subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                name,
+                PYTHON,
+                os.path.abspath(__file__),
+                "--inside",
+                "--runs",
+                str(args.runs),
+            ]
+        ).returncode
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
 

@@ -167,38 +167,12 @@ class Lab:
         return self.run(self.zoned, ["sh", "-c", command], check=check)
 
     def listen(self, tcp=(22, 8080), udp=(631,)) -> None:
-        process = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                self.zoned,
-                PYTHON,
-                os.path.join(HARNESS, "listen.py"),
-                "--tcp",
-                ",".join(map(str, tcp)),
-                "--udp",
-                ",".join(map(str, udp)),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=self.env(),
+        self.processes.append(
+            start_listener(["ip", "netns", "exec", self.zoned], self.env(), tcp, udp)
         )
-        self.processes.append(process)
-        assert process.stdout.readline().strip() == "ready"
 
     def probe(self, specs: list[dict]) -> list[str]:
-        completed = subprocess.run(
-            ["ip", "netns", "exec", self.peer, PYTHON, os.path.join(HARNESS, "probe.py")],
-            input=json.dumps(specs),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=self.env(),
-        )
-        if completed.returncode != 0:
-            raise AssertionError(f"probe failed: {completed.stderr}")
-        return json.loads(completed.stdout)
+        return run_probes(self.peer, specs, self.env())
 
     def close(self) -> None:
         for process in self.processes:
@@ -207,6 +181,41 @@ class Lab:
         for name in (self.zoned, self.peer):
             with contextlib.suppress(OSError):
                 netns.remove(name)
+
+
+def start_listener(enter: list[str], env: dict, tcp, udp) -> subprocess.Popen:
+    """listen.py started through `enter` (ip netns exec, nsenter), once it is listening."""
+    process = subprocess.Popen(
+        [
+            *enter,
+            PYTHON,
+            os.path.join(HARNESS, "listen.py"),
+            "--tcp",
+            ",".join(map(str, tcp)),
+            "--udp",
+            ",".join(map(str, udp)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+def run_probes(peer: str, specs: list[dict], env: dict) -> list[str]:
+    """probe.py in the peer's namespace: accepted, rejected or dropped for each spec."""
+    completed = subprocess.run(
+        ["ip", "netns", "exec", peer, PYTHON, os.path.join(HARNESS, "probe.py")],
+        input=json.dumps(specs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    if completed.returncode != 0:
+        raise AssertionError(f"probe failed: {completed.stderr}")
+    return json.loads(completed.stdout)
 
 
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):

@@ -21,7 +21,7 @@ import subprocess
 
 from pyroute2 import NetNS, netns
 
-from .lab import HARNESS, PYTHON, Link, base_env, wait_for
+from .lab import HARNESS, PYTHON, Link, base_env, run_probes, start_listener, wait_for
 
 IFA_F_NODAD = 0x02
 
@@ -103,6 +103,19 @@ class NMSandbox:
 
     # -- running things inside ------------------------------------------------------------
 
+    def enter(self) -> list[str]:
+        """The command prefix that runs a program inside the sandbox's namespaces."""
+        return [
+            "nsenter",
+            "--target",
+            str(self.pid),
+            "--mount",
+            "--net",
+            "--pid",
+            "--uts",
+            "--wd=/",
+        ]
+
     def run(
         self,
         argv: list[str],
@@ -112,17 +125,7 @@ class NMSandbox:
         env: dict | None = None,
     ):
         result = subprocess.run(
-            [
-                "nsenter",
-                "--target",
-                str(self.pid),
-                "--mount",
-                "--net",
-                "--pid",
-                "--uts",
-                "--wd=/",
-                *argv,
-            ],
+            [*self.enter(), *argv],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -216,41 +219,10 @@ class NMSandbox:
         return self.nmcli("-g", "connection.uuid", "connection", "show", name).stdout.strip()
 
     def listen(self, tcp=(22, 8080), udp=(631,)) -> None:
-        process = subprocess.Popen(
-            [
-                "nsenter",
-                "--target",
-                str(self.pid),
-                "--mount",
-                "--net",
-                "--pid",
-                "--wd=/",
-                PYTHON,
-                os.path.join(HARNESS, "listen.py"),
-                "--tcp",
-                ",".join(map(str, tcp)),
-                "--udp",
-                ",".join(map(str, udp)),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=base_env(),
-        )
-        self.listeners.append(process)
-        assert process.stdout.readline().strip() == "ready"
+        self.listeners.append(start_listener(self.enter(), base_env(), tcp, udp))
 
     def probe(self, specs: list[dict]) -> list[str]:
-        completed = subprocess.run(
-            ["ip", "netns", "exec", self.peer, PYTHON, os.path.join(HARNESS, "probe.py")],
-            input=json.dumps(specs),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=base_env(),
-        )
-        if completed.returncode != 0:
-            raise AssertionError(f"probe failed: {completed.stderr}")
-        return json.loads(completed.stdout)
+        return run_probes(self.peer, specs, base_env())
 
     def wait_reachable(self, link: Link, timeout: float = 20) -> None:
         """Addresses come up a moment after `nmcli connection up` returns."""
