@@ -7,6 +7,7 @@ size, mtime, inode and owner). PyYAML is imported only when the cache is stale.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 
@@ -46,10 +47,8 @@ def load_config(paths: Paths, use_cache: bool = True) -> LoadResult:
     from .config import load
 
     result = load(paths)
-    if use_cache:
-        try:
-            os.makedirs(paths.state, exist_ok=True)
+    if use_cache and os.path.isdir(paths.state):  # made by the first run that takes the lock
+        # not root, or a read-only state dir: work without the cache
+        with contextlib.suppress(OSError):
             write_atomically(cache_path, pickle.dumps((key, result)), 0o600)
-        except OSError:
-            pass  # not root, or a read-only state dir: work without the cache
     return result

@@ -12,6 +12,7 @@ import pytest
 from tests.harness.lab import REPO, base_env
 
 GOLDEN = os.path.join(REPO, "tests", "golden")
+NO_STATE = "/nonexistent/nm-zones-state"  # plan needs no state; nothing may be created
 ZONES = ["block", "dmz", "drop", "external", "home", "internal", "public", "trusted", "work"]
 CUSTOM_ZONE = """\
 description: everything the compiler knows, in one zone
@@ -33,7 +34,7 @@ def plan(interface: str, zone: str, config_dir: str = "/nonexistent") -> str:
         [sys.executable, "-m", "nm_zones", "plan", interface, zone],
         capture_output=True,
         text=True,
-        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR="/nonexistent"),
+        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR=NO_STATE),
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -80,7 +81,7 @@ def test_public_plan_says_what_the_zone_means():
 
 
 def test_unknown_zone_and_bad_interface_are_usage_errors():
-    env = base_env(NM_ZONES_CONFIG_DIR="/nonexistent", NM_ZONES_STATE_DIR="/nonexistent")
+    env = base_env(NM_ZONES_CONFIG_DIR="/nonexistent", NM_ZONES_STATE_DIR=NO_STATE)
     for argv, message in (
         (["eth0", "nope"], "unknown zone 'nope'"),
         (["eth+", "home"], "'+' is a wildcard"),
