@@ -233,7 +233,7 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
             )
         tables[family] = family_tables
     needs_forwarding = zone.masquerade or any(f.to_addr for f in zone.forward_ports)
-    return Ruleset(interface, zone.name, tuple(chains.values()), tables, needs_forwarding)
+    return Ruleset(interface, zone.name, tables, needs_forwarding)
 
 
 def compile_catchall(zone: Zone, config: Config) -> Ruleset:
@@ -257,4 +257,4 @@ def compile_catchall(zone: Zone, config: Config) -> Ruleset:
             (CATCHALL_CHAINS["fwd"], forward_rules(zone, family, "*")),
         )
         tables[family] = {"filter": TablePlan(chains, tuple(dispatch))}
-    return Ruleset(None, zone.name, tuple(CATCHALL_CHAINS.values()), tables, False)
+    return Ruleset(None, zone.name, tables, False)

@@ -27,12 +27,11 @@ from .model import (
     Service,
     Zone,
 )
-from .paths import Paths, config_files, yaml_files
+from .paths import Paths, yaml_files
 from .yamlsource import LocList, LocMap, read_yaml
 
 ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-HELPER_NAME = re.compile(r"^[a-z0-9-]{1,15}$")
 EXEMPT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,15}\*?$")
 PORT = re.compile(r"^(\d+)(?:-(\d+))?/([A-Za-z]+)$")
 
@@ -475,4 +474,4 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
         problems += _map_zone_problems(map_path, doc, cmap, zones, broken)
 
     config = Config(zones=zones, services=services, connections_map=cmap)
-    return LoadResult(config, problems, broken, config_files(paths), map_broken)
+    return LoadResult(config, problems, broken, map_broken)

@@ -93,9 +93,6 @@ class Engine:
         """Zones that exist, loadable or not (a broken zone still exists: it is not renamed)."""
         return set(self.config.zones) | set(self.loaded.broken_zones)
 
-    def map_problems(self) -> list:
-        return [p for p in self.loaded.problems if p.file.endswith("connections-map.yaml")]
-
     def warn(self, message: str) -> None:
         self.warnings.append(message)
         to_syslog(message, warning=True)

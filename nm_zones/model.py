@@ -156,9 +156,6 @@ class Config:
     services: dict[str, Service] = field(default_factory=dict)
     connections_map: ConnectionsMap = field(default_factory=ConnectionsMap)
 
-    def zone(self, name: str) -> Zone:
-        return self.zones[name]
-
 
 @dataclass
 class LoadResult:
@@ -167,9 +164,4 @@ class LoadResult:
     config: Config
     problems: list[Problem] = field(default_factory=list)
     broken_zones: dict[str, list[Problem]] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)  # every file read, for the cache key
     map_broken: Problem | None = None  # set when the admin's map was replaced by the shipped one
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems

@@ -18,12 +18,6 @@ HOOKS = {
     "raw": (("PREROUTING", "nmz-raw"),),
 }
 TABLE_ORDER = ("raw", "nat", "filter")
-BUILTIN_CHAINS = {
-    "filter": ("INPUT", "FORWARD", "OUTPUT"),
-    "nat": ("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"),
-    "raw": ("PREROUTING", "OUTPUT"),
-}
-
 # Where a dispatch rule goes in its chain: forward-out rules first, then per-interface
 # rules, then the catch-all for interfaces no zone claims.
 SECTION_OUT, SECTION_IFACE, SECTION_CATCHALL = 0, 1, 2
@@ -91,12 +85,8 @@ class Ruleset:
 
     interface: str | None
     zone: str
-    owned_chains: tuple[str, ...]  # every chain name this interface may own, in any table
     tables: dict[str, dict[str, TablePlan]] = field(default_factory=dict)  # family -> table
     needs_forwarding: bool = False
-
-    def table(self, family: str, table: str) -> TablePlan:
-        return self.tables.get(family, {}).get(table, TablePlan())
 
     def save_text(self, family: str) -> str:
         """iptables-save text of this ruleset, loadable with `-restore --noflush`."""

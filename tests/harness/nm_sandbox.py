@@ -163,11 +163,8 @@ class NMSandbox:
         wait_for(
             lambda: self.zone_of(interface) == zone,
             timeout,
-            what=f"{interface} in zone {zone}\n{self.hook_log()}",
+            what=f"{interface} in zone {zone}\n{self.logs()}",
         )
-
-    def hook_log(self) -> str:
-        return self.logs()
 
     def save(self, family: str = "ipv4") -> str:
         tool = "iptables-legacy-save" if family == "ipv4" else "ip6tables-legacy-save"
