@@ -129,15 +129,16 @@ class Netfilter:
                     iptc.Chain(table, builtin).insert_rule(
                         self._rule(family, Rule(dispatch_chain)), 0
                     )
+        remaining: dict[str, list[str]] = {}  # dispatch chain -> targets left, in order
         for _, dispatch_chain in HOOKS[name]:
             if not table.is_chain(dispatch_chain):
                 continue
-            doomed = [
-                index
-                for index, target in enumerate(self._targets(table, dispatch_chain))
-                if target in owned or (catchall and target == "RETURN")
+            targets = self._targets(table, dispatch_chain)
+            ours = [t in owned or (catchall and t == "RETURN") for t in targets]
+            self._delete_rules(table, dispatch_chain, [i for i, mine in enumerate(ours) if mine])
+            remaining[dispatch_chain] = [
+                t for t, mine in zip(targets, ours, strict=True) if not mine
             ]
-            self._delete_rules(table, dispatch_chain, doomed)
         wanted = {chain for chain, _ in plan.chains}
         for chain in sorted(owned):
             if table.is_chain(chain):
@@ -151,15 +152,17 @@ class Netfilter:
             for rule in rules:
                 handle.append_rule(self._rule(family, rule))
         for dispatch in plan.dispatch:
-            handle = iptc.Chain(table, dispatch.chain)
-            targets = self._targets(table, dispatch.chain)
+            targets = remaining.setdefault(dispatch.chain, [])
             if dispatch.section == SECTION_CATCHALL:
                 position = len(targets)
             elif dispatch.section == SECTION_OUT:
                 position = 0
-            else:
+            else:  # after the forward-out rules, which stay at the top
                 position = sum(1 for t in targets if t.endswith("-fout"))
-            handle.insert_rule(self._rule(family, dispatch.rule), position)
+            iptc.Chain(table, dispatch.chain).insert_rule(
+                self._rule(family, dispatch.rule), position
+            )
+            targets.insert(position, dispatch.rule.target)
 
     def commit_table(
         self,
