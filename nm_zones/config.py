@@ -461,7 +461,9 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     shipped_map = os.path.join(paths.shipped, "connections-map.yaml")
     admin_map = os.path.join(paths.config, "connections-map.yaml")
     map_path = admin_map if not shipped_only and os.path.exists(admin_map) else shipped_map
-    bad = insecure_problem(map_path) if check_owner and map_path == admin_map else None
+    bad = None
+    if check_owner and map_path == admin_map:
+        bad = insecure_problem(paths.config, is_dir=True) or insecure_problem(map_path)
     cmap, map_problems, doc = (None, [bad], None) if bad else load_map(map_path)
     problems += map_problems
     map_broken = map_problems[0] if cmap is None and map_problems else None

@@ -307,6 +307,12 @@ def test_insecure_admin_files_are_refused_when_root(etc):
     os.chown(path, 0, 0)
     os.chmod(etc / "zones.d", 0o777)
     assert "folder is writable by group or others" in str(load_with(etc).broken_zones["public"][0])
+    os.chmod(etc / "zones.d", 0o755)
+    write(etc / "connections-map.yaml", "default-zone: trusted\n")
+    os.chmod(etc, 0o775)  # the folder holding the map: anyone in the group could swap it
+    result = load_with(etc)
+    assert result.config.connections_map.default_zone == "public"
+    assert "folder is writable by group or others" in str(result.map_broken)
 
 
 # -- the check command --------------------------------------------------------------------
@@ -437,3 +443,42 @@ def test_mutated_bytes(etc, data, cut):
     result = load_with(etc, zones={"fuzz": text}, cmap=data)
     _assert_clean(result)
     assert ("fuzz" in result.config.zones) != ("fuzz" in result.broken_zones)
+
+
+# -- names the kernel sees ---------------------------------------------------------------
+
+interface_names = st.text(
+    alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=15
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=interface_names, second=interface_names)
+def test_chain_names_fit_and_never_collide(first, second):
+    from nm_zones.compile import CHAIN_KINDS
+    from nm_zones.errors import UsageError
+    from nm_zones.ifname import chain_name, check_interface
+
+    names = []
+    for name in (first, second):
+        try:
+            names.append(check_interface(name))
+        except UsageError:
+            continue
+    chains = {}
+    for name in set(names):
+        for kind in CHAIN_KINDS:
+            chain = chain_name(name, kind)
+            assert len(chain) <= 28 and chain.startswith("nmz-if-")
+            assert chain not in chains, (name, chains.get(chain))
+            chains[chain] = name
+
+
+@settings(max_examples=200, deadline=None)
+@given(zone=st.from_regex(r"[A-Za-z0-9_-]{1,17}", fullmatch=True), interface=interface_names)
+def test_log_prefix_fits_iptables_and_keeps_the_interface(zone, interface):
+    from nm_zones.compile import LOG_PREFIX_MAX, log_prefix
+
+    prefix = log_prefix(zone, interface)
+    assert len(prefix) <= LOG_PREFIX_MAX
+    assert prefix.startswith("nmz ") and prefix.endswith(f" {interface}: ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Problem:
     """One thing wrong in one file, printed as `FILE:LINE: KEY: message`."""
 
@@ -19,11 +19,15 @@ class Problem:
         return f"{self.file}:{self.line}:{key} {self.message}"
 
 
+def problem_order(problem: Problem) -> tuple:
+    return (problem.file, problem.line, problem.key, problem.message)
+
+
 class ConfigError(Exception):
     """The configuration cannot be used; `problems` lists every reason found in one pass."""
 
     def __init__(self, problems: list[Problem]):
-        self.problems = sorted(set(problems))
+        self.problems = sorted(set(problems), key=problem_order)
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

@@ -125,7 +125,9 @@ def read_yaml(path: str, problems: list[Problem]):
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        problems.append(Problem(path, line, "", "bytes that are not UTF-8 (save the file as UTF-8)"))
+        problems.append(
+            Problem(path, line, "", "bytes that are not UTF-8 (save the file as UTF-8)")
+        )
         return None
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
