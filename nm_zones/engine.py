@@ -65,6 +65,7 @@ class Engine:
         self._shipped: LoadResult | None = None
         self._netfilter = None
         self._zone_digests: dict[tuple[int, str], str] = {}
+        self._catchall_checked = False
         self.changes: list[Change] = []
         self.warnings: list[str] = []
         self.degraded = False
@@ -143,6 +144,9 @@ class Engine:
 
     def ensure_catchall(self, state: State) -> None:
         """Hooks plus default-zone rules for unclaimed interfaces; committed only on change."""
+        if self._catchall_checked:  # once per run: a reload applies many interfaces
+            return
+        self._catchall_checked = True
         ruleset, degraded = self.catchall_ruleset()
         if degraded:
             self.degraded = True
