@@ -207,13 +207,19 @@ class Netfilter:
     def _commit_table(
         self, family: str, name: str, owned: frozenset[str], plan: TablePlan, catchall: bool = False
     ) -> None:
-        """Read, edit and commit one table under the lock; retry when another writer won."""
+        self._locked_commit(
+            family, name, lambda table: self._edit(table, family, name, owned, plan, catchall)
+        )
+
+    def _locked_commit(self, family: str, name: str, edit) -> None:
+        """Read a table, `edit(table)` it and commit, under the lock; when another writer
+        committed in between (EAGAIN), read again and redo, with a bounded backoff."""
         for attempt in range(COMMIT_ATTEMPTS):
             with xtables_lock():
                 table = self._table(family, name)
                 table.refresh()
                 try:
-                    self._edit(table, family, name, owned, plan, catchall)
+                    edit(table)
                     table.commit()
                     table.refresh()
                     return
@@ -290,33 +296,20 @@ class Netfilter:
         """Every chain and hook nm-zones made, in every table and family (`disable`)."""
         for family in FAMILIES:
             for name in reversed(TABLE_ORDER):
-                if not self._has_dispatch(family, name):
-                    continue
-                for _attempt in range(COMMIT_ATTEMPTS):
-                    with xtables_lock():
-                        table = self._table(family, name)
-                        table.refresh()
-                        ours = [c.name for c in table.chains if c.name.startswith("nmz-")]
-                        for builtin, dispatch_chain in HOOKS[name]:
-                            doomed = [
-                                i
-                                for i, t in enumerate(self._targets(table, builtin))
-                                if t == dispatch_chain
-                            ]
-                            self._delete_rules(table, builtin, doomed)
-                        for chain in ours:
-                            table.flush_entries(chain)
-                        for chain in ours:
-                            table.delete_chain(chain)
-                        try:
-                            table.commit()
-                            table.refresh()
-                            break
-                        except self.iptc.IPTCError as error:
-                            table.refresh()
-                            if not _is_eagain(error):
-                                raise KernelError(f"{family} {name}: {error}") from None
-                    time.sleep(0.005)
+                if self._has_dispatch(family, name):
+                    self._locked_commit(family, name, lambda t, n=name: self._remove_ours(t, n))
+
+    def _remove_ours(self, table, name: str) -> None:
+        ours = [chain.name for chain in table.chains if chain.name.startswith("nmz-")]
+        for builtin, dispatch_chain in HOOKS[name]:
+            targets = self._targets(table, builtin)
+            self._delete_rules(
+                table, builtin, [i for i, t in enumerate(targets) if t == dispatch_chain]
+            )
+        for chain in ours:
+            table.flush_entries(chain)
+        for chain in ours:
+            table.delete_chain(chain)
 
 
 def _fix_interface_mask(entry, family: str, direction: str, name: str) -> None:
