@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nm_zones.config import load
+from nm_zones.config import ZONE_KEYS, load
 from nm_zones.errors import Problem
 from nm_zones.paths import Paths
 from tests.harness.lab import REPO, base_env
@@ -397,20 +397,7 @@ yaml_values = st.recursive(
     max_leaves=12,
 )
 zone_docs = st.dictionaries(
-    st.sampled_from(
-        [
-            "description",
-            "target",
-            "services",
-            "ports",
-            "protocols",
-            "icmp-blocks",
-            "masquerade",
-            "forward-ports",
-            "log-denied",
-            "bogus",
-        ]
-    ),
+    st.sampled_from([*ZONE_KEYS, "bogus"]),
     yaml_values,
     max_size=6,
 )

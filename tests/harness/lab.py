@@ -101,15 +101,9 @@ class Lab:
                 kind="veth",
                 peer={"ifname": link.peer_name, "net_ns_fd": self.peer},
             )
-            index = ns.link_lookup(ifname=name)[0]
-            ns.addr("add", index=index, address=link.ipv4, prefixlen=24)
-            ns.addr("add", index=index, address=link.ipv6, prefixlen=64, flags=IFA_F_NODAD)
-            ns.link("set", index=index, state="up")
+            configure_end(ns, name, link.ipv4, link.ipv6)
         with NetNS(self.peer) as ns:
-            index = ns.link_lookup(ifname=link.peer_name)[0]
-            ns.addr("add", index=index, address=link.peer_ipv4, prefixlen=24)
-            ns.addr("add", index=index, address=link.peer_ipv6, prefixlen=64, flags=IFA_F_NODAD)
-            ns.link("set", index=index, state="up")
+            configure_end(ns, link.peer_name, link.peer_ipv4, link.peer_ipv6)
         self.links.append(link)
         return link
 
@@ -181,6 +175,14 @@ class Lab:
         for name in (self.zoned, self.peer):
             with contextlib.suppress(OSError):
                 netns.remove(name)
+
+
+def configure_end(ns, name: str, ipv4: str, ipv6: str) -> None:
+    """Addresses on one end of a link (IPv6 without duplicate detection), and up."""
+    index = ns.link_lookup(ifname=name)[0]
+    ns.addr("add", index=index, address=ipv4, prefixlen=24)
+    ns.addr("add", index=index, address=ipv6, prefixlen=64, flags=IFA_F_NODAD)
+    ns.link("set", index=index, state="up")
 
 
 def start_listener(enter: list[str], env: dict, tcp, udp) -> subprocess.Popen:

@@ -21,9 +21,16 @@ import subprocess
 
 from pyroute2 import NetNS, netns
 
-from .lab import HARNESS, PYTHON, Link, base_env, run_probes, start_listener, wait_for
-
-IFA_F_NODAD = 0x02
+from .lab import (
+    HARNESS,
+    PYTHON,
+    Link,
+    base_env,
+    configure_end,
+    run_probes,
+    start_listener,
+    wait_for,
+)
 
 
 class NMSandbox:
@@ -181,10 +188,7 @@ class NMSandbox:
         with NetNS(self.peer) as ns:
             ns.link("add", ifname=link.peer_name, kind="veth", peer={"ifname": name})
             ns.link("set", index=ns.link_lookup(ifname=name)[0], net_ns_pid=self.pid)
-            index = ns.link_lookup(ifname=link.peer_name)[0]
-            ns.addr("add", index=index, address=link.peer_ipv4, prefixlen=24)
-            ns.addr("add", index=index, address=link.peer_ipv6, prefixlen=64, flags=IFA_F_NODAD)
-            ns.link("set", index=index, state="up")
+            configure_end(ns, link.peer_name, link.peer_ipv4, link.peer_ipv6)
         self.links.append(link)
         return link
 

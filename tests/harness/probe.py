@@ -39,34 +39,35 @@ def _family(address: str) -> int:
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
+def _outcome(attempt) -> str:
+    """accepted if `attempt()` returns, dropped on timeout, rejected on a refusal."""
+    try:
+        attempt()
+        return "accepted"
+    except TimeoutError:
+        return "dropped"
+    except OSError as error:
+        if error.errno in REFUSALS:
+            return "rejected"
+        raise
+
+
 def probe_tcp(address: str, port: int, timeout: float = TCP_TIMEOUT) -> str:
     with socket.socket(_family(address), socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
-        try:
-            sock.connect((address, port))
-            return "accepted"
-        except TimeoutError:
-            return "dropped"
-        except OSError as error:
-            if error.errno in REFUSALS:
-                return "rejected"
-            raise
+        return _outcome(lambda: sock.connect((address, port)))
 
 
 def probe_udp(address: str, port: int, timeout: float = TIMEOUT) -> str:
     with socket.socket(_family(address), socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout)
         sock.connect((address, port))
-        try:
+
+        def exchange():
             sock.send(b"nmz-probe")
             sock.recv(512)
-            return "accepted"
-        except TimeoutError:
-            return "dropped"
-        except OSError as error:
-            if error.errno in REFUSALS:
-                return "rejected"
-            raise
+
+        return _outcome(exchange)
 
 
 def _checksum(data: bytes) -> int:
