@@ -228,6 +228,8 @@ def cmd_apply(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+    if os.path.exists(engine.paths.disabled_flag):
+        raise UsageError("nm-zones is disabled (nm-zones enable)")
 
     def action():
         from .engine import REASON_COMMAND, interface_index

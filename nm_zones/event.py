@@ -57,6 +57,8 @@ def handle(argv: list[str], env: dict) -> int:
     engine = Engine(paths)
     try:
         with engine.state_dir.locked():
+            if os.path.exists(paths.disabled_flag):  # `disable` ran while we waited
+                return 0
             state = engine.state_dir.load()
             engine.repair(state)
             engine.collect_garbage(state)

@@ -78,6 +78,8 @@ def assign(engine: Engine, connection: str, zone: str) -> None:
     if result.returncode != 0:
         message = result.stderr.strip() or result.stdout.strip()
         raise UsageError(f"nmcli could not set the zone of {connection!r}: {message}")
+    if os.path.exists(engine.paths.disabled_flag):
+        return  # stored in the profile; applied when nm-zones is enabled again
     details = nmcli(
         "-g", "connection.uuid,connection.id,connection.type", "connection", "show", connection
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -188,6 +190,27 @@ def test_lo_external_and_interfaceless_vpn_get_no_binding(lab):
         == 0
     )
     assert not os.path.exists(os.path.join(lab.state_dir, "state.json"))
+
+
+def test_an_event_waiting_for_the_lock_respects_disable(lab, tmp_path):
+    """`disable` may run while an event waits for the state lock: the event must then do
+    nothing, not apply its zone after the rules were removed."""
+    link = lab.add_link()
+    os.makedirs(lab.state_dir)
+    fd = os.open(os.path.join(lab.state_dir, "lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    hook = subprocess.Popen(
+        ["ip", "netns", "exec", lab.zoned, sys.executable, HOOK, link.name, "up"],
+        env=lab.env(CONNECTION_ID="lan"),
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(1.0)  # the hook has passed its first look at the flag and waits for the lock
+    assert hook.poll() is None
+    with open(os.path.join(lab.config_dir, "disabled"), "w") as stream:
+        stream.write("disabled\n")
+    os.close(fd)
+    assert hook.wait(timeout=30) == 0
+    assert "nmz" not in lab.save("ipv4") + lab.save("ipv6")
 
 
 def test_stale_event_for_a_gone_interface_binds_nothing(lab):
