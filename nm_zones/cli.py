@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from .errors import ConfigError, KernelError, UsageError
+from .errors import ConfigError, KernelError, UsageError, unknown_zone
 from .paths import Paths
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -96,16 +96,34 @@ def cmd_zones(args) -> int:
     return EXIT_OK
 
 
+def _loaded_zone(name: str):
+    """(zone, config) for a zone that can be shown; its problems or a usage error if not."""
+    loaded = _loaded()
+    if name in loaded.broken_zones:
+        raise ConfigError(loaded.broken_zones[name])
+    if name not in loaded.config.zones:
+        raise unknown_zone(name)
+    return loaded.config.zones[name], loaded.config
+
+
+def _service_view(service) -> dict:
+    return {
+        "description": service.description,
+        "ports": [str(p) for p in service.ports],
+        "source-ports": [str(p) for p in service.source_ports],
+        "protocols": list(service.protocols),
+        "destination": dict(service.destination),
+        "helpers": list(service.helpers),
+    }
+
+
+def _service_openings(view: dict) -> str:
+    """`22/tcp from 1900/udp gre`: what a service opens, on one line."""
+    return " ".join(view["ports"] + [f"from {p}" for p in view["source-ports"]] + view["protocols"])
+
+
 def _zone_view(zone, config) -> dict:
-    services = {}
-    for name in zone.services:
-        service = config.services[name]
-        services[name] = {
-            "ports": [str(p) for p in service.ports],
-            "source-ports": [str(p) for p in service.source_ports],
-            "protocols": list(service.protocols),
-            "destination": dict(service.destination),
-        }
+    services = {name: _service_view(config.services[name]) for name in zone.services}
     return {
         "name": zone.name,
         "description": zone.description,
@@ -125,12 +143,7 @@ def _zone_view(zone, config) -> dict:
 
 
 def cmd_show(args) -> int:
-    loaded = _loaded()
-    if args.zone in loaded.broken_zones:
-        raise ConfigError(loaded.broken_zones[args.zone])
-    if args.zone not in loaded.config.zones:
-        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
-    view = _zone_view(loaded.config.zones[args.zone], loaded.config)
+    view = _zone_view(*_loaded_zone(args.zone))
     if args.json:
         _print_json(view)
         return EXIT_OK
@@ -138,11 +151,10 @@ def cmd_show(args) -> int:
     print(f"  file:         {view['file']}")
     print(f"  target:       {view['target']}")
     for name, service in view["services"].items():
-        ports = service["ports"] + [f"from {p}" for p in service["source-ports"]]
-        ports += service["protocols"]
         where = ", ".join(f"{k} {v}" for k, v in sorted(service["destination"].items()))
         print(
-            f"  service:      {name:<16} {' '.join(ports)}" + (f"  (to {where})" if where else "")
+            f"  service:      {name:<16} {_service_openings(service)}"
+            + (f"  (to {where})" if where else "")
         )
     for key in ("ports", "protocols", "icmp-blocks"):
         if view[key]:
@@ -161,24 +173,10 @@ def cmd_show(args) -> int:
 def cmd_services(args) -> int:
     services = _loaded().config.services
     if args.json:
-        _print_json(
-            {
-                name: {
-                    "description": s.description,
-                    "ports": [str(p) for p in s.ports],
-                    "source-ports": [str(p) for p in s.source_ports],
-                    "protocols": list(s.protocols),
-                    "destination": dict(s.destination),
-                    "helpers": list(s.helpers),
-                }
-                for name, s in sorted(services.items())
-            }
-        )
+        _print_json({name: _service_view(s) for name, s in sorted(services.items())})
         return EXIT_OK
     for name, service in sorted(services.items()):
-        ports = [str(p) for p in service.ports] + [f"from {p}" for p in service.source_ports]
-        ports += list(service.protocols)
-        print(f"{name:<26} {' '.join(ports):<28} {service.description}")
+        print(f"{name:<26} {_service_openings(_service_view(service)):<28} {service.description}")
     return EXIT_OK
 
 
@@ -196,12 +194,7 @@ def cmd_plan(args) -> int:
     from .ifname import check_interface
 
     check_interface(args.interface)
-    loaded = _loaded()
-    if args.zone in loaded.broken_zones:
-        raise ConfigError(loaded.broken_zones[args.zone])
-    if args.zone not in loaded.config.zones:
-        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
-    ruleset = compile_interface(args.interface, loaded.config.zones[args.zone], loaded.config)
+    ruleset = compile_interface(args.interface, *_loaded_zone(args.zone))
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
@@ -227,8 +220,8 @@ def cmd_apply(args) -> int:
     check_interface(args.interface)
     engine = _engine()
     if args.zone not in engine.known_zones():
-        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
-    if os.path.exists(engine.paths.disabled_flag):
+        raise unknown_zone(args.zone)
+    if engine.paths.disabled:
         raise UsageError("nm-zones is disabled (nm-zones enable)")
 
     def action():
@@ -255,7 +248,7 @@ def cmd_reload(args) -> int:
     from .engine import Engine
 
     engine = Engine(_paths(), use_cache=False)
-    if os.path.exists(engine.paths.disabled_flag):
+    if engine.paths.disabled:
         raise UsageError("nm-zones is disabled (nm-zones enable)")
     if engine.loaded.problems:
         for problem in engine.loaded.problems:
@@ -284,7 +277,7 @@ def cmd_status(args) -> int:
 
     paths = _paths()
     state = StateDir(paths.state).load()
-    disabled = os.path.exists(paths.disabled_flag)
+    disabled = paths.disabled
     engine = _engine()
     rows = []
     for name, binding in sorted(state.interfaces.items()):
@@ -344,7 +337,7 @@ def cmd_assign(args) -> int:
     _need_root("assign")
     engine = _engine()
     if args.zone not in engine.known_zones():
-        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+        raise unknown_zone(args.zone)
     return _run_changes(engine, lambda: assign(engine, args.connection, args.zone))
 
 
@@ -365,10 +358,10 @@ def cmd_default_zone(args) -> int:
     _need_root("default-zone")
     known = set(loaded.config.zones) | set(loaded.broken_zones)
     if args.zone not in known and not (args.zone == "" and key != "default-zone"):
-        raise UsageError(f"unknown zone {args.zone!r} (see: nm-zones zones)")
+        raise unknown_zone(args.zone)
     paths = _paths()
     set_map_zone(paths, key, args.zone)
-    if os.path.exists(paths.disabled_flag):
+    if paths.disabled:
         return EXIT_OK
     from .engine import Engine
 

@@ -35,5 +35,9 @@ class UsageError(Exception):
     """Bad input on the command line (exit status 2)."""
 
 
+def unknown_zone(name: str) -> UsageError:
+    return UsageError(f"unknown zone {name!r} (see: nm-zones zones)")
+
+
 class KernelError(Exception):
     """Netfilter refused a change, or the lock could not be had (exit status 1)."""
