@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .cache import load_config
 from .compile import CHAIN_KINDS, compile_catchall, compile_interface
 from .digest import fingerprint
-from .errors import UsageError
+from .errors import UsageError, unknown_zone
 from .ifname import chain_token, check_interface, matches_exempt
 from .log import Change, record, to_syslog
 from .model import Config, LoadResult, Zone
@@ -31,6 +31,11 @@ FALLBACK_ZONE = "block"
 DIGEST_STAND_IN = "nmz-stand-in"
 REASON_COMMAND = "command line"
 REASON_NM = "nmcli connection.zone"
+
+
+def recorded_connection(binding: Binding) -> Connection:
+    """The connection as remembered at apply time (the profile may be gone since)."""
+    return Connection(binding.connection_uuid, binding.connection_id, binding.connection_type)
 
 
 def interface_index(name: str) -> int:
@@ -201,7 +206,7 @@ class Engine:
         old = state.interfaces.get(interface)
         usable = self.usable_zone(zone_name)
         if usable is None:
-            raise UsageError(f"unknown zone {zone_name!r} (see: nm-zones zones)")
+            raise unknown_zone(zone_name)
         zone, config = usable.zone, usable.config
         connection = connection or Connection()
         problems = [usable.problem] if usable.problem else []
@@ -303,9 +308,7 @@ class Engine:
         for name, binding in sorted(state.interfaces.items()):
             if binding.status == "applying":
                 binding.digest = ""  # force a fresh commit
-                connection = Connection(
-                    binding.connection_uuid, binding.connection_id, binding.connection_type
-                )
+                connection = recorded_connection(binding)
                 try:
                     self.apply_interface(name, binding.zone, binding.reason, connection, state)
                 except UsageError:
@@ -334,9 +337,7 @@ class Engine:
         self.collect_garbage(state)
         self.ensure_catchall(state)
         for name, binding in sorted(state.interfaces.items()):
-            connection = Connection(
-                binding.connection_uuid, binding.connection_id, binding.connection_type
-            )
+            connection = recorded_connection(binding)
             zone, reason = binding.zone, binding.reason
             if reason in (REASON_NM, REASON_COMMAND):
                 if zone not in self.known_zones():

@@ -41,23 +41,24 @@ def handle(argv: list[str], env: dict) -> int:
     from .paths import Paths
 
     paths = Paths.from_environment()
-    if os.path.exists(paths.disabled_flag):
+    if paths.disabled:
         return 0
+    inputs = ""
     if action not in REMOVE_ACTIONS:
-        from .quick import nothing_changed
+        from .quick import inputs_key, nothing_changed
 
-        if nothing_changed(paths, interface, env):
+        inputs = inputs_key(paths, env)
+        if nothing_changed(paths, interface, inputs):
             return 0
     from .engine import Engine, interface_index
     from .errors import ConfigError, KernelError, UsageError
     from .ifname import matches_exempt
-    from .quick import inputs_key
     from .resolve import read_connection
 
     engine = Engine(paths)
     try:
         with engine.state_dir.locked():
-            if os.path.exists(paths.disabled_flag):  # `disable` ran while we waited
+            if paths.disabled:  # `disable` ran while we waited
                 return 0
             state = engine.state_dir.load()
             engine.repair(state)
@@ -81,7 +82,7 @@ def handle(argv: list[str], env: dict) -> int:
                     decision.reason,
                     connection,
                     state,
-                    inputs_key(paths, env),
+                    inputs,
                 )
     except (UsageError, ConfigError, KernelError) as error:
         print(f"nm-zones: {interface} {action}: {error}", file=sys.stderr)

@@ -8,7 +8,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from .engine import REASON_NM, Engine, interface_index
+from .engine import REASON_NM, Engine, interface_index, recorded_connection
 from .errors import UsageError
 from .ifname import matches_exempt
 from .log import Change
@@ -78,7 +78,7 @@ def assign(engine: Engine, connection: str, zone: str) -> None:
     if result.returncode != 0:
         message = result.stderr.strip() or result.stdout.strip()
         raise UsageError(f"nmcli could not set the zone of {connection!r}: {message}")
-    if os.path.exists(engine.paths.disabled_flag):
+    if engine.paths.disabled:
         return  # stored in the profile; applied when nm-zones is enabled again
     details = nmcli(
         "-g", "connection.uuid,connection.id,connection.type", "connection", "show", connection
@@ -143,9 +143,7 @@ def enable(engine: Engine) -> None:
             continue
         if binding.status == "disabled" and interface_index(name):
             binding.status = "applied"
-            connection = Connection(
-                binding.connection_uuid, binding.connection_id, binding.connection_type
-            )
+            connection = recorded_connection(binding)
             engine.apply_interface(name, binding.zone, binding.reason, connection, state)
         elif binding.status == "disabled":
             del state.interfaces[name]

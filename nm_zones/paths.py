@@ -24,16 +24,6 @@ class Paths:
     ):
         self.shipped, self.config, self.state = shipped, config, state
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Paths) and (self.shipped, self.config, self.state) == (
-            other.shipped,
-            other.config,
-            other.state,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.shipped, self.config, self.state))
-
     def __repr__(self) -> str:
         return f"Paths(shipped={self.shipped!r}, config={self.config!r}, state={self.state!r})"
 
@@ -48,6 +38,10 @@ class Paths:
     def disabled_flag(self) -> str:
         """Kept in the config dir, not the state dir, so that `disable` survives a reboot."""
         return os.path.join(self.config, "disabled")
+
+    @property
+    def disabled(self) -> bool:
+        return os.path.exists(self.disabled_flag)
 
 
 def yaml_files(directory: str) -> dict[str, str]:

@@ -56,7 +56,8 @@ def _index_now(name: str) -> int:
         return 0
 
 
-def nothing_changed(paths: Paths, interface: str, env: dict) -> bool:
+def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
+    """True when `interface` is bound by inputs equal to `key` (inputs_key of this event)."""
     try:
         with open(os.path.join(paths.state, QUICK_FILE), "rb") as stream:
             bound = marshal.load(stream)
@@ -67,7 +68,6 @@ def nothing_changed(paths: Paths, interface: str, env: dict) -> bool:
     for name, (_, ifindex) in bound.items():  # a gone interface needs the full run (gc)
         if _index_now(name) != ifindex:
             return False
-    key = inputs_key(paths, env)
     return bool(key) and key == bound[interface][0]
 
 
