@@ -14,6 +14,7 @@ import shutil
 import sys
 
 from .paths import SHIPPED_DIR
+from .state import write_atomically
 
 HOOK_NAME = "50-nm-zones"
 HOOK_MARKER = "nm-zones: NetworkManager dispatcher hook"
@@ -54,13 +55,7 @@ def unit_text() -> str:
 
 def _write(path: str, text: str, mode: int) -> None:
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    temporary = path + ".nm-zones-new"
-    with open(temporary, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.chmod(temporary, mode)
-    if os.geteuid() == 0:
-        os.chown(temporary, 0, 0)
-    os.replace(temporary, path)
+    write_atomically(path, text.encode("utf-8"), mode)
 
 
 def _link(target: str, path: str) -> None:

@@ -104,6 +104,7 @@ def write_atomically(path: str, data: bytes, mode: int = 0o644) -> None:
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
+        os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
         os.write(fd, data)
         os.fsync(fd)
     finally:

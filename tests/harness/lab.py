@@ -21,15 +21,12 @@ from dataclasses import dataclass, field
 
 from pyroute2 import NetNS, netns
 
+from nm_zones.kernel import current_netns
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.path.join(REPO, "tests", "harness")
 PYTHON = sys.executable
 IFA_F_NODAD = 0x02
-
-
-def current_netns() -> str:
-    info = os.stat("/proc/self/ns/net")
-    return f"{info.st_dev}:{info.st_ino}"
 
 
 RUNNER_NETNS = current_netns()
