@@ -1,9 +1,19 @@
 """Import python-iptables fast: every NetworkManager event pays for this import.
 
-A plain `import iptc` runs `ldconfig -v` to find the xtables extension folder and asks
-`ctypes.util.find_library` (which spawns ldconfig or gcc) for each library; together that is
-hundreds of milliseconds. Here the libraries are located with a few stat calls and handed over
-while iptc imports, which keeps the import to a few tens of milliseconds.
+A plain `import iptc` costs 250-450 ms: it runs `ldconfig -v` to find the xtables extension
+folder, asks `ctypes.util.find_library` (which spawns ldconfig or gcc) for each library, runs
+`modprobe` twice, imports setuptools' distutils shim, and pulls in re, subprocess, socket and
+shlex, which the rules nm-zones commits never use. Here:
+
+- the libraries are located with a few stat calls, and iptc's `find_library`, `find_libc` and
+  `load_kernel` are swapped for versions that use them (modprobe runs only for a module the
+  kernel has not loaded yet), before iptc's modules bind those names;
+- while iptc imports, `re`, `shlex` and `subprocess` are stand-ins that import the real module
+  the first time an attribute is used (rule parsing and printing, never an event), `socket` is
+  its C core `_socket` (the constants and address functions iptc uses), `ctypes.util` answers
+  from the located paths, and `distutils.sysconfig` is absent (iptc has a fallback).
+
+An iptc that does not have the functions swapped here is imported the slower, plain way.
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ import os
 import sys
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
+_LAZY = ("re", "shlex", "subprocess")
+NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 
 
 def _library_dirs() -> list[str]:
@@ -50,13 +62,125 @@ def locate_libraries() -> dict[str, str]:
     return found
 
 
-def import_iptc():
-    """Return the iptc module, imported with the libraries located beforehand.
+def major_version(path: str) -> int:
+    """`libxtables.so.12` -> 12, as iptc reads it (it selects libxtables' struct layout)."""
+    _, _, after = path.rpartition(".so.")
+    digits = ""
+    for char in after if ".so." in path else "":
+        if not char.isdigit():
+            break
+        digits += char
+    return int(digits) if digits else 0
 
-    While iptc imports, `ctypes.util` is a stand-in that answers find_library from the
-    located paths (the real module pulls in shutil, tempfile and re, and spawns ldconfig or
-    gcc for each library); any name it does not know goes to the real one.
-    """
+
+def module_loaded(name: str) -> bool:
+    """True when the kernel has `name` (loaded or built in): modprobe would do nothing."""
+    if os.path.isdir(f"/sys/module/{name}"):
+        return True
+    try:
+        with open("/proc/modules") as modules:
+            return any(line.split(" ", 1)[0] == name for line in modules)
+    except OSError:
+        return False
+
+
+class _LazyModule(type(sys)):
+    """Stands in for a module until one of its attributes is used, then is the real one."""
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(self._real(), attribute)
+
+    def _real(self):
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        import importlib
+
+        return importlib.import_module(self.__name__)
+
+
+def _stand_ins(known: dict[str, str]) -> dict:
+    """Module name -> stand-in, for the modules not imported yet."""
+    lazy_re = _LazyModule("re")
+    # iptc compiles one pattern at class creation and only ever passes it to re.findall,
+    # which takes the pattern text as well (and caches its compilation).
+    lazy_re.compile = lambda pattern, flags=0: pattern
+    lazy_subprocess = _LazyModule("subprocess")  # iptc binds Popen and PIPE when imported
+    lazy_subprocess.PIPE = -1
+    lazy_subprocess.Popen = lambda *args, **kwargs: lazy_subprocess._real().Popen(*args, **kwargs)
+    ctypes_util = type(sys)("ctypes.util")
+    ctypes_util.find_library = lambda name: known.get(name) or _real_find_library(name)
+    stand_ins = {
+        "re": lazy_re,
+        "shlex": _LazyModule("shlex"),
+        "subprocess": lazy_subprocess,
+        "socket": __import__("_socket"),
+        "ctypes.util": ctypes_util,
+        "distutils": None,  # iptc falls back to sysconfig
+        "distutils.sysconfig": None,
+    }
+    return {name: module for name, module in stand_ins.items() if name not in sys.modules}
+
+
+def _real_find_library(name: str):
+    if "ctypes.util" in sys.modules and not hasattr(sys.modules["ctypes.util"], "__file__"):
+        del sys.modules["ctypes.util"]
+    import ctypes.util as real
+
+    return real.find_library(name)
+
+
+def _preload_util():
+    """Execute iptc/util.py as `iptc.util` without running iptc/__init__.py first."""
+    from importlib.machinery import PathFinder
+
+    package = PathFinder.find_spec("iptc")
+    if package is None or not package.submodule_search_locations:
+        return None
+    spec = PathFinder.find_spec("iptc.util", package.submodule_search_locations)
+    if spec is None or spec.loader is None:
+        return None
+    module = type(sys)("iptc.util")
+    module.__spec__, module.__file__, module.__package__ = spec, spec.origin, "iptc"
+    module.__loader__ = spec.loader
+    sys.modules["iptc.util"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop("iptc.util", None)
+        raise
+    return module
+
+
+def _swap_util_functions(util, known: dict[str, str]) -> bool:
+    """Give iptc.util library lookups that use the located paths; False if iptc differs."""
+    import ctypes
+
+    if not all(hasattr(util, f) for f in ("find_library", "find_libc", "load_kernel")):
+        return False
+    original_find_library, original_load_kernel = util.find_library, util.load_kernel
+
+    def find_library(*names):
+        for name in names:
+            if name in known:
+                library = ctypes.CDLL(known[name], mode=ctypes.RTLD_GLOBAL)
+                return library, major_version(known[name])
+        return original_find_library(*names)
+
+    def find_libc():
+        return ctypes.CDLL(known["c"], mode=ctypes.RTLD_GLOBAL)
+
+    def load_kernel(name, exc_if_failed=False):
+        if not module_loaded(name):
+            original_load_kernel(name, exc_if_failed)
+
+    util.find_library, util.find_libc, util.load_kernel = find_library, find_libc, load_kernel
+    return True
+
+
+def import_iptc():
+    """Return the iptc module, imported as described above."""
     if "iptc" in sys.modules:
         return sys.modules["iptc"]
     import ctypes
@@ -65,40 +189,28 @@ def import_iptc():
     if "xtables-dir" in known:
         os.environ.setdefault("XTABLES_LIBDIR", known["xtables-dir"])
     os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
-
-    def find_library(name: str):
-        if name in known:
-            return known[name]
-        sys.modules.pop("ctypes.util", None)
-        import ctypes.util as real
-
-        return real.find_library(name)
-
-    # setuptools' distutils shim (a .pth file installs it) would answer iptc's
-    # `from distutils.sysconfig import ...` by importing all of setuptools: 0.3 s. Without
-    # it, the standard library's distutils (or, where there is none, iptc's own fallback).
+    # setuptools' distutils shim (a .pth file installs it) would answer a distutils import
+    # by importing all of setuptools: 0.3 s.
     shims = [f for f in sys.meta_path if type(f).__module__ == "_distutils_hack"]
     for shim in shims:
         sys.meta_path.remove(shim)
-    stand_in = type(sys)("ctypes.util")
-    stand_in.find_library = find_library
-    previous = sys.modules.get("ctypes.util")
-    sys.modules["ctypes.util"] = stand_in
-    ctypes.util = stand_in
+    stand_ins = _stand_ins(known)
+    sys.modules.update(stand_ins)
+    if "ctypes.util" in stand_ins:
+        ctypes.util = stand_ins["ctypes.util"]
     try:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import iptc
+        util = _preload_util()
+        if util is None or not _swap_util_functions(util, known):
+            sys.modules.pop("iptc.util", None)
+            for name in _LAZY:  # a plain import, with the real modules
+                if name in stand_ins:
+                    del sys.modules[name]
+        import iptc
     finally:
         sys.meta_path[0:0] = shims
-        if previous is not None:
-            sys.modules["ctypes.util"] = ctypes.util = previous
-        else:
-            sys.modules.pop("ctypes.util", None)
+        for name, module in stand_ins.items():
+            if name in sys.modules and sys.modules[name] is module:
+                del sys.modules[name]
+        if getattr(ctypes, "util", None) is stand_ins.get("ctypes.util", False):
             del ctypes.util
     return iptc
-
-
-NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
