@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -52,15 +51,17 @@ def _engine():
 
 
 def _loaded(strict: bool = False):
-    from .cache import load_config
+    from .config import load
 
-    result = load_config(_paths(), use_cache=os.geteuid() == 0)
+    result = load(_paths())
     if strict and result.problems:
         raise ConfigError(result.problems)
     return result
 
 
 def _print_json(value) -> None:
+    import json
+
     json.dump(value, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
 
@@ -250,8 +251,8 @@ def cmd_reload(args) -> int:
     engine = Engine(_paths(), use_cache=False)
     if engine.paths.disabled:
         raise UsageError("nm-zones is disabled (nm-zones enable)")
-    if engine.loaded.problems:
-        for problem in engine.loaded.problems:
+    if engine.compiled.problems:
+        for problem in engine.compiled.problems:
             print(problem, file=sys.stderr)
         engine.degraded = True
     return _run_changes(engine, engine.reload)
@@ -284,9 +285,11 @@ def cmd_status(args) -> int:
         usable = engine.usable_zone(binding.zone)
         held = None
         if usable and os.geteuid() == 0 and binding.status == "applied":
-            from .compile import compile_interface
+            from .compiled import instantiate
+            from .rules import Ruleset
 
-            held = kernel_holds(compile_interface(name, usable.zone, usable.config))
+            plan = instantiate(usable, name)
+            held = kernel_holds(Ruleset.from_kernel_tables(name, usable.name, plan.tables))
         rows.append(
             {
                 "interface": name,

@@ -13,19 +13,19 @@ Tables a zone does not need get no chains for the interface.
 from __future__ import annotations
 
 from .ifname import chain_name
-from .model import FAMILIES, ICMP_TYPES, Config, PortRange, Service, Zone
-from .rules import (
+from .layout import (
+    CATCHALL_CHAINS,
+    CHAIN_KINDS,
+    FAMILIES,
+    LOG_PREFIX_MAX,
     SECTION_CATCHALL,
     SECTION_OUT,
-    DispatchRule,
-    Match,
-    Rule,
-    Ruleset,
-    TablePlan,
+    log_prefix,
 )
+from .model import ICMP_TYPES, Config, PortRange, Service, Zone
+from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
 
-CHAIN_KINDS = ("in", "fwd", "fout", "pre", "post", "raw")
-CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
+__all__ = ["CATCHALL_CHAINS", "CHAIN_KINDS", "LOG_PREFIX_MAX", "compile_interface", "log_prefix"]
 
 ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}
 ICMP_MATCH = {"ipv4": ("icmp", "icmp-type"), "ipv6": ("icmp6", "icmpv6-type")}
@@ -45,7 +45,6 @@ HELPER_PORTS = {
     "snmp": ("udp", 161, ("ipv4",)),
     "amanda": ("udp", 10080, ("ipv4",)),
 }
-LOG_PREFIX_MAX = 29
 
 
 def _state(*states: str) -> Match:
@@ -69,15 +68,6 @@ def _service_rules(service: Service, family: str) -> list[Rule]:
     rules += [_port_rule(port, "sport", destination) for port in service.source_ports]
     rules += [Rule("ACCEPT", destination=destination, protocol=p) for p in service.protocols]
     return rules
-
-
-def log_prefix(zone: str, interface: str) -> str:
-    """`nmz public eth0: ` trimmed to iptables' 29 characters, interface kept whole."""
-    prefix = f"nmz {zone} {interface}: "
-    if len(prefix) > LOG_PREFIX_MAX:
-        room = LOG_PREFIX_MAX - len(f"nmz  {interface}: ")
-        prefix = f"nmz {zone[: max(room, 1)]} {interface}: "[:LOG_PREFIX_MAX]
-    return prefix
 
 
 def _tail(zone: Zone, family: str, label: str) -> list[Rule]:

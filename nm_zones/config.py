@@ -7,12 +7,9 @@ Every problem names the file, the line and the key, and says what would be valid
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import os
 import re
 
-from .errors import Problem
 from .model import (
     CONNTRACK_HELPERS,
     ICMP_NAMES,
@@ -24,6 +21,7 @@ from .model import (
     ForwardPort,
     LoadResult,
     PortRange,
+    Problem,
     Service,
     Zone,
 )
@@ -56,6 +54,8 @@ def port_order(port: PortRange) -> tuple:
 
 
 def _hint(word: str, choices) -> str:
+    import difflib  # only when there is a mistake to explain
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f"did you mean {close[0]!r}?" if close else "valid: " + ", ".join(sorted(choices))
 
@@ -193,6 +193,8 @@ def load_service(path: str, name: str) -> tuple[Service | None, list[Problem]]:
                     check.add(line, key, f"unknown family ({_hint(family, ('ipv4', 'ipv6'))})")
                     continue
                 try:
+                    import ipaddress  # only for the services that name addresses
+
                     network = ipaddress.ip_network(str(address), strict=False)
                 except ValueError:
                     check.add(line, key, f"{address!r} is not an {family} address or network")
@@ -297,6 +299,8 @@ def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort
     to_addr = item.get("to-addr")
     if to_addr is not None:
         try:
+            import ipaddress  # only for zones that forward to an address
+
             to_addr = str(ipaddress.ip_address(str(to_addr)))
         except ValueError:
             check.add(

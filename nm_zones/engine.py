@@ -1,5 +1,5 @@
 """The pipeline both doors (the dispatcher hook and the `nm-zones` command) go through:
-binding -> Ruleset -> kernel -> state, with the fail-safe rules:
+binding -> the zone's compiled plan (compiled.py) -> kernel -> state, with the fail-safe rules:
 
 - a zone whose file (or a service it uses) cannot be loaded never opens anything: an interface
   that already has rules keeps them; a new one gets the shipped definition, else `block`;
@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import time
 from _socket import if_nametoindex
-from dataclasses import dataclass
 
-from .cache import load_config
-from .compile import CHAIN_KINDS, compile_catchall, compile_interface
+from .compiled import CompiledConfig, ZonePlan, instantiate
 from .digest import fingerprint
 from .errors import UsageError, unknown_zone
 from .ifname import chain_token, check_interface, matches_exempt
+from .layout import CHAIN_KINDS
 from .log import Change, record, to_syslog
-from .model import Config, LoadResult, Zone
 from .paths import Paths
 from .resolve import Connection, decide_zone
-from .rules import Ruleset
 from .state import Binding, State, StateDir
 
-FALLBACK_ZONE = "block"
-DIGEST_STAND_IN = "nmz-stand-in"
 REASON_COMMAND = "command line"
 REASON_NM = "nmcli connection.zone"
 
@@ -46,30 +41,13 @@ def interface_index(name: str) -> int:
         return 0
 
 
-@dataclass(frozen=True)
-class Usable:
-    """The zone to compile and the config holding its services; when the configured zone
-    cannot be loaded, why (`problem`) and what stands in for it (`fallback`)."""
-
-    zone: Zone
-    config: Config
-    problem: str = ""
-    fallback: str = ""
-
-    @property
-    def degraded(self) -> str:
-        return f"{self.problem}; {self.fallback}" if self.problem else ""
-
-
 class Engine:
     def __init__(self, paths: Paths | None = None, use_cache: bool = True):
         self.paths = paths or Paths.from_environment()
         self.state_dir = StateDir(self.paths.state)
         self.use_cache = use_cache
-        self._loaded: LoadResult | None = None
-        self._shipped: LoadResult | None = None
+        self._compiled: CompiledConfig | None = None
         self._netfilter = None
-        self._zone_digests: dict[tuple[int, str], str] = {}
         self._catchall_checked = False
         self.changes: list[Change] = []
         self.warnings: list[str] = []
@@ -78,81 +56,60 @@ class Engine:
     # -- inputs --------------------------------------------------------------------------
 
     @property
-    def loaded(self) -> LoadResult:
-        if self._loaded is None:
-            self._loaded = load_config(self.paths, self.use_cache)
-        return self._loaded
+    def compiled(self) -> CompiledConfig:
+        """The config as the engine uses it (compiled.py), loaded on first use."""
+        if self._compiled is None:
+            from .compiled import load
 
-    @property
-    def config(self) -> Config:
-        return self.loaded.config
+            self._compiled = load(self.paths, self.use_cache)
+        return self._compiled
 
     @property
     def netfilter(self):
         if self._netfilter is None:
             from .kernel import Netfilter
 
-            self._netfilter = Netfilter()
+            self._netfilter = Netfilter(self.paths.state)
         return self._netfilter
 
     def known_zones(self) -> set[str]:
         """Zones that exist, loadable or not (a broken zone still exists: it is not renamed)."""
-        return set(self.config.zones) | set(self.loaded.broken_zones)
+        return self.compiled.known_zones()
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
         to_syslog(message, warning=True)
 
-    def usable_zone(self, name: str) -> Usable | None:
-        """What to compile for zone `name`; None when no zone of that name exists."""
-        if name in self.config.zones:
-            return Usable(self.config.zones[name], self.config)
-        problems = self.loaded.broken_zones.get(name)
-        if problems is None:
-            return None
-        problem = f"zone {name!r} cannot be loaded ({problems[0]})"
-        if self._shipped is None:
-            from .config import load
-
-            self._shipped = load(self.paths, shipped_only=True)
-        shipped = self._shipped.config
-        if name in shipped.zones:
-            return Usable(shipped.zones[name], shipped, problem, "using the shipped definition")
-        return Usable(shipped.zones[FALLBACK_ZONE], shipped, problem, f"using {FALLBACK_ZONE}")
-
-    def rules_digest(self, interface: str, zone: Zone, config: Config) -> str:
-        """A fingerprint of the rules `interface` gets in `zone`, without compiling them.
-
-        The Ruleset is a pure function of the interface name and the zone's definition, so
-        it is fingerprinted as (name, the zone compiled once for a stand-in name): a reload
-        with 200 interfaces bound compiles each zone once, not each interface.
-        """
-        key = (id(config), zone.name)
-        if key not in self._zone_digests:
-            self._zone_digests[key] = compile_interface(DIGEST_STAND_IN, zone, config).digest()
-        return fingerprint(f"{interface}\n{self._zone_digests[key]}")
+    def usable_zone(self, name: str) -> ZonePlan | None:
+        """What to apply for zone `name` (for a zone that cannot be loaded: its stand-in,
+        with the reason); None when no zone of that name exists."""
+        return self.compiled.zone(name)
 
     def decide(self, connection: Connection):
-        decision = decide_zone(connection, self.config.connections_map, self.known_zones())
+        decision = decide_zone(connection, self.compiled, self.known_zones())
         if decision.warning:
             self.warn(f"connection {connection.id or connection.uuid!r}: {decision.warning}")
         return decision
 
-    # -- the catch-all -------------------------------------------------------------------
+    def _keep_entries(self) -> None:
+        """Keep kernel entries built in this run for the next ones (entries.py), and only
+        those the current config uses."""
+        entries = self.netfilter.entries
+        if entries.added:
+            specs = self.compiled.specs()
+            entries.save(lambda family, spec: (family, spec) in specs or spec[0] == "LOG")
 
-    def catchall_ruleset(self) -> tuple[Ruleset, str]:
-        name = self.config.connections_map.default_zone
-        usable = self.usable_zone(name) or self.usable_zone(FALLBACK_ZONE)
-        if usable is None:
-            raise UsageError(f"default-zone {name!r} does not exist")
-        return compile_catchall(usable.zone, usable.config), usable.degraded
+    # -- the catch-all -------------------------------------------------------------------
 
     def ensure_catchall(self, state: State) -> None:
         """Hooks plus default-zone rules for unclaimed interfaces; committed only on change."""
         if self._catchall_checked:  # once per run: a reload applies many interfaces
             return
         self._catchall_checked = True
-        ruleset, degraded = self.catchall_ruleset()
+        catchall = self.compiled.catchall
+        if "error" in catchall:
+            raise UsageError(catchall["error"])
+        degraded = catchall["degraded"]
         if degraded:
             self.degraded = True
             if state.catchall_digest:
@@ -162,19 +119,20 @@ class Engine:
                 )
                 return
             self.warn(f"unclaimed interfaces: {degraded}")
-        digest = ruleset.digest()
+        digest = catchall["digest"]
         if state.catchall_digest == digest:
             return
         started = time.monotonic()
-        self.netfilter.apply(ruleset)
+        self.netfilter.apply(self.compiled.catchall_plan())
+        self._keep_entries()
         old = state.catchall_zone
-        state.catchall_zone, state.catchall_digest = ruleset.zone, digest
+        state.catchall_zone, state.catchall_digest = catchall["zone"], digest
         self.state_dir.save(state)
         self._changed(
             Change(
                 "*",
                 old,
-                ruleset.zone,
+                catchall["zone"],
                 "default-zone for unclaimed interfaces",
                 "",
                 _ms(started),
@@ -196,7 +154,7 @@ class Engine:
         """Bind `interface` to `zone_name`; returns the change made, None for a no-op.
         `inputs` records what decided it, for the quick path of the next event."""
         check_interface(interface)
-        if matches_exempt(interface, self.config.connections_map.exempt_interfaces):
+        if matches_exempt(interface, self.compiled.exempt_interfaces):
             raise UsageError(
                 f"{interface} matches exempt-interfaces in the connections map; "
                 "nm-zones does not filter it"
@@ -207,11 +165,10 @@ class Engine:
         usable = self.usable_zone(zone_name)
         if usable is None:
             raise unknown_zone(zone_name)
-        zone, config = usable.zone, usable.config
         connection = connection or Connection()
         problems = [usable.problem] if usable.problem else []
-        if self.loaded.map_broken and reason not in (REASON_COMMAND, REASON_NM):
-            problems.append(f"connections map cannot be loaded ({self.loaded.map_broken})")
+        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
+            problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
         degraded = ""
         if problems:
             self.degraded = True
@@ -225,7 +182,8 @@ class Engine:
             fallback = usable.fallback or "using the shipped map"
             degraded = "; ".join([*problems, fallback])
             self.warn(f"{interface}: {degraded}")
-        digest = self.rules_digest(interface, zone, config)
+        # the rules are a pure function of the interface name and the zone's rules
+        digest = fingerprint(f"{interface}\n{usable.digest}")
         ifindex = interface_index(interface)
         if old and old.status == "applied" and old.digest == digest and old.ifindex == ifindex:
             if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
@@ -241,11 +199,11 @@ class Engine:
                 self.state_dir.save(state)
             return None
         started = time.monotonic()
-        ruleset = compile_interface(interface, zone, config)
-        new_tables = sorted({(f, t) for f, tables in ruleset.tables.items() for t in tables})
+        plan = instantiate(usable, interface)
+        new_tables = sorted(plan.tables)
         previous = old.table_set() if old else None
         binding = Binding(
-            zone=zone.name,
+            zone=usable.name,
             reason=reason,
             ifindex=ifindex,
             connection_uuid=connection.uuid,
@@ -260,12 +218,13 @@ class Engine:
         )
         state.interfaces[interface] = binding
         self.state_dir.save(state)
-        self.netfilter.apply(ruleset, previous)
+        self.netfilter.apply(plan, previous)
+        self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
         self.state_dir.save(state)
         why = reason
-        if old and old.zone == zone.name and old.status == "applied":
+        if old and old.zone == usable.name and old.status == "applied":
             why = f"{reason}; the zone's rules changed"
         elif old and old.status == "applying":
             why = f"{reason}; repairing an interrupted apply"
@@ -273,7 +232,7 @@ class Engine:
             Change(
                 interface,
                 old.zone if old else "",
-                zone.name,
+                usable.name,
                 why,
                 connection.id or connection.uuid,
                 _ms(started),
@@ -342,7 +301,7 @@ class Engine:
             if reason in (REASON_NM, REASON_COMMAND):
                 if zone not in self.known_zones():
                     self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
-                    zone, reason = self.config.connections_map.default_zone, "default-zone"
+                    zone, reason = self.compiled.default_zone, "default-zone"
             else:
                 decision = self.decide(connection)
                 zone, reason = decision.zone, decision.reason

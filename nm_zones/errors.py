@@ -1,33 +1,18 @@
-"""Errors that reach the user: each one says where, what, and what would be valid."""
+"""Errors that reach the user: each one says where, what, and what would be valid.
+
+No dataclasses here: every event imports this module, and building a dataclass costs more
+than the rest of an event's Python code (see README, Performance).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong in one file, printed as `FILE:LINE: KEY: message`."""
-
-    file: str
-    line: int
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        key = f" {self.key}:" if self.key else ""
-        return f"{self.file}:{self.line}:{key} {self.message}"
-
-
-def problem_order(problem: Problem) -> tuple:
-    return (problem.file, problem.line, problem.key, problem.message)
-
 
 class ConfigError(Exception):
-    """The configuration cannot be used; `problems` lists every reason found in one pass."""
+    """The configuration cannot be used; `problems` lists every reason found in one pass
+    (model.Problem values, each printed as `FILE:LINE: KEY: message`)."""
 
-    def __init__(self, problems: list[Problem]):
-        self.problems = sorted(set(problems), key=problem_order)
+    def __init__(self, problems: list):
+        self.problems = sorted(set(problems), key=lambda p: (p.file, p.line, p.key, p.message))
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

@@ -66,7 +66,7 @@ def handle(argv: list[str], env: dict) -> int:
             if action in REMOVE_ACTIONS:
                 engine.remove_interface(interface, f"NetworkManager {action}", state)
             elif interface_index(interface) and not matches_exempt(
-                interface, engine.config.connections_map.exempt_interfaces
+                interface, engine.compiled.exempt_interfaces
             ):
                 connection = read_connection(
                     env.get("CONNECTION_UUID", ""),

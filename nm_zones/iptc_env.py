@@ -23,7 +23,6 @@ import sys
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
 _LAZY = ("re", "shlex", "subprocess")
-NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 
 
 def _library_dirs() -> list[str]:

@@ -15,29 +15,26 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Iterable
 
-from .compile import CATCHALL_CHAINS, CHAIN_KINDS
 from .errors import KernelError
 from .ifname import chain_name
-from .iptc_env import NAT_TARGETS, import_iptc
-from .locks import file_lock
-from .model import FAMILIES, IP_PROTOCOLS
-from .rules import (
+from .iptc_env import import_iptc
+from .layout import (
+    CATCHALL_CHAINS,
+    CHAIN_KINDS,
+    FAMILIES,
     HOOKS,
     SECTION_CATCHALL,
     SECTION_OUT,
     TABLE_ORDER,
-    Rule,
-    Ruleset,
-    TablePlan,
 )
+from .locks import file_lock
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
 COMMIT_ATTEMPTS = 8
 REFUSE_NETNS_ENV = "NM_ZONES_REFUSE_NETNS"
-IFNAMSIZ_BYTES = 16
+NO_CHANGE = ((), ())  # a table plan that removes an interface's chains and dispatch rules
 
 
 def current_netns() -> str:
@@ -66,40 +63,33 @@ def owned_chains(interface: str | None) -> frozenset[str]:
 
 
 class Netfilter:
-    """python-iptables, one table of one family at a time."""
+    """python-iptables, one table of one family at a time.
 
-    def __init__(self):
+    Plans (compiled.KernelPlan) hold rules as specs; `state_dir` is where their entries are
+    kept between runs (entries.py), None to build every entry afresh.
+    """
+
+    def __init__(self, state_dir: str | None = None):
         check_netns_allowed()
         self.iptc = import_iptc()
+        from .entries import Entries
 
-    def _table(self, family: str, name: str):
-        table = self.iptc.Table(name) if family == "ipv4" else self.iptc.Table6(name)
+        self.entries = Entries(self.iptc, state_dir)
+        self._opened: set[tuple[str, str]] = set()
+
+    def _read(self, family: str, name: str):
+        """The table as the kernel holds it now, read once (a read copies every rule of
+        the table: with hundreds of interfaces bound it is a large part of an event)."""
+        kind = self.iptc.Table if family == "ipv4" else self.iptc.Table6
+        cached = getattr(kind, "_cache", None)
+        # python-iptables reads a table when it first opens it in a process
+        opened_before = (family, name) in self._opened or cached is None or name in cached
+        table = kind(name)
         table.autocommit = False
+        if opened_before:
+            table.refresh()
+        self._opened.add((family, name))
         return table
-
-    def _rule(self, family: str, rule: Rule):
-        iptc = self.iptc
-        entry = iptc.Rule() if family == "ipv4" else iptc.Rule6()
-        if rule.source:
-            entry.src = rule.source
-        if rule.destination:
-            entry.dst = rule.destination
-        if rule.in_interface:
-            entry.in_interface = rule.in_interface
-            _fix_interface_mask(entry, family, "in", rule.in_interface)
-        if rule.out_interface:
-            entry.out_interface = rule.out_interface
-            _fix_interface_mask(entry, family, "out", rule.out_interface)
-        if rule.protocol:
-            entry.protocol = str(IP_PROTOCOLS[rule.protocol])
-        for match in rule.matches:
-            module = entry.create_match(match.name)
-            for option, value in match.options:
-                module.set_parameter(option, value)
-        target = entry.create_target(rule.target)
-        for option, value in rule.target_options:
-            target.set_parameter(option, value)
-        return entry
 
     def _targets(self, table, chain: str) -> list[str]:
         """The target name of each rule in a chain, without building Rule objects."""
@@ -111,24 +101,28 @@ class Netfilter:
             entry = table.next_rule(entry)
         return names
 
-    def _delete_rules(self, table, chain: str, doomed: Iterable[int]) -> None:
+    def _delete_rules(self, table, chain: str, doomed) -> None:
         for number in sorted(doomed, reverse=True):
             if table._iptc.iptc_delete_num_entry(chain.encode(), number, table._handle) != 1:
                 raise KernelError(f"cannot delete rule {number} of {chain}: {table.strerror()}")
 
     def _edit(
-        self, table, family: str, name: str, owned: frozenset[str], plan: TablePlan, catchall: bool
-    ) -> None:
-        iptc = self.iptc
-        used = {dispatch.chain for dispatch in plan.dispatch}
+        self, table, family: str, name: str, owned: frozenset[str], plan: tuple, catchall: bool
+    ) -> bool:
+        """Make the table hold `plan` for the `owned` chains; False when it already holds
+        nothing of theirs and the plan is empty (no commit needed)."""
+        chains, dispatch = plan
+        entries = self.entries
+        used = {rule[0] for rule in dispatch}
+        present = [c for c in sorted(owned) if table.is_chain(c)]
+        if not chains and not dispatch and not present and not catchall:
+            return False  # dispatch rules only lead to owned chains, and there are none
         for builtin, dispatch_chain in HOOKS[name]:
             if dispatch_chain in used:
                 if not table.is_chain(dispatch_chain):
                     table.create_chain(dispatch_chain)
                 if dispatch_chain not in self._targets(table, builtin):
-                    iptc.Chain(table, builtin).insert_rule(
-                        self._rule(family, Rule(dispatch_chain)), 0
-                    )
+                    table.insert_entry(builtin, entries.dispatch(family, dispatch_chain), 0)
         remaining: dict[str, list[str]] = {}  # dispatch chain -> targets left, in order
         for _, dispatch_chain in HOOKS[name]:
             if not table.is_chain(dispatch_chain):
@@ -139,89 +133,49 @@ class Netfilter:
             remaining[dispatch_chain] = [
                 t for t, mine in zip(targets, ours, strict=True) if not mine
             ]
-        wanted = {chain for chain, _ in plan.chains}
-        for chain in sorted(owned):
-            if table.is_chain(chain):
-                table.flush_entries(chain)
-                if chain not in wanted:
-                    table.delete_chain(chain)
-        for chain, rules in plan.chains:
+        wanted = {chain for chain, _ in chains}
+        for chain in present:
+            table.flush_entries(chain)
+            if chain not in wanted:
+                table.delete_chain(chain)
+        for chain, specs in chains:
             if not table.is_chain(chain):
                 table.create_chain(chain)
-            handle = iptc.Chain(table, chain)
-            for rule in rules:
-                handle.append_rule(self._rule(family, rule))
-        for dispatch in plan.dispatch:
-            targets = remaining.setdefault(dispatch.chain, [])
-            if dispatch.section == SECTION_CATCHALL:
+            for spec in specs:
+                table.append_entry(chain, entries.buffer(family, spec))
+        for dispatch_chain, section, direction, interface, target in dispatch:
+            targets = remaining.setdefault(dispatch_chain, [])
+            if section == SECTION_CATCHALL:
                 position = len(targets)
-            elif dispatch.section == SECTION_OUT:
+            elif section == SECTION_OUT:
                 position = 0
             else:  # after the forward-out rules, which stay at the top
                 position = sum(1 for t in targets if t.endswith("-fout"))
-            iptc.Chain(table, dispatch.chain).insert_rule(
-                self._rule(family, dispatch.rule), position
-            )
-            targets.insert(position, dispatch.rule.target)
-
-    def commit_table(
-        self,
-        family: str,
-        name: str,
-        owned: frozenset[str],
-        plan: TablePlan,
-        catchall: bool = False,
-    ) -> None:
-        """Commit one table; a table with NAT targets is committed by a forked child.
-
-        DNAT, SNAT, MASQUERADE and REDIRECT live in one libxt_NAT.so, which registers the
-        targets of the family selected when it is first loaded into a process; registering the
-        other family's later fails ("can't find target", or "already registered" when its init
-        runs twice). A child forked before the library is loaded builds one family's NAT rules
-        and exits, so this process never loads it and every family gets a fresh start.
-        """
-        if any(rule.target in NAT_TARGETS for _, rules in plan.chains for rule in rules):
-            self._commit_in_child(family, name, owned, plan, catchall)
-        else:
-            self._commit_table(family, name, owned, plan, catchall)
-
-    def _commit_in_child(self, family, name, owned, plan, catchall) -> None:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: commit, report, and leave without running any cleanup
-            os.close(read_end)
-            status = 0
-            try:
-                self._commit_table(family, name, owned, plan, catchall)
-            except BaseException as error:
-                os.write(write_end, str(error).encode()[:4000])
-                status = 1
-            os._exit(status)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as stream:
-            message = stream.read().decode(errors="replace")
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise KernelError(message or f"{family} {name}: commit in child process failed")
+            entry = entries.dispatch(family, target, direction, interface)
+            table.insert_entry(dispatch_chain, entry, position)
+            targets.insert(position, target)
+        return True
 
     def _commit_table(
-        self, family: str, name: str, owned: frozenset[str], plan: TablePlan, catchall: bool = False
+        self, family: str, name: str, owned: frozenset[str], plan: tuple, catchall: bool = False
     ) -> None:
+        chains = plan[0]
+        # build what is missing before taking the lock: other writers wait less
+        self.entries.ensure(family, (spec for _, specs in chains for spec in specs))
         self._locked_commit(
             family, name, lambda table: self._edit(table, family, name, owned, plan, catchall)
         )
 
     def _locked_commit(self, family: str, name: str, edit) -> None:
-        """Read a table, `edit(table)` it and commit, under the lock; when another writer
-        committed in between (EAGAIN), read again and redo, with a bounded backoff."""
+        """Read a table, `edit(table)` it and commit (unless edit says there is nothing to
+        do), under the lock; when another writer committed in between (EAGAIN), read again
+        and redo, with a bounded backoff. The next use of the table reads it afresh."""
         for attempt in range(COMMIT_ATTEMPTS):
             with xtables_lock():
-                table = self._table(family, name)
-                table.refresh()
+                table = self._read(family, name)
                 try:
-                    edit(table)
-                    table.commit()
-                    table.refresh()
+                    if edit(table) is not False:
+                        table.commit()
                     return
                 except self.iptc.XTablesError as error:
                     table.refresh()
@@ -234,22 +188,22 @@ class Netfilter:
                         raise KernelError(f"{family} {name}: kept changing under us") from None
             time.sleep(0.002 * 2**attempt)
 
-    def apply(self, ruleset: Ruleset, previous_tables: set[tuple[str, str]] | None = None) -> None:
-        """Put the ruleset in place; tables the interface used before but no longer needs
-        are cleaned (all tables are checked when `previous_tables` is unknown)."""
-        owned = owned_chains(ruleset.interface)
-        catchall = ruleset.interface is None
+    def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
+        """Put a compiled.KernelPlan in place; tables the interface used before but no
+        longer needs are cleaned (all tables are checked when `previous_tables` is unknown)."""
+        owned = owned_chains(plan.interface)
+        catchall = plan.interface is None
         for family in FAMILIES:
             for name in TABLE_ORDER:
-                plan = ruleset.tables.get(family, {}).get(name)
-                if plan is None:
+                table_plan = plan.tables.get((family, name))
+                if table_plan is None:
                     if previous_tables is not None and (family, name) not in previous_tables:
                         continue
-                    if not self._has_dispatch(family, name):
+                    if not _table_loaded(family, name):
                         continue
-                    plan = TablePlan()
-                self.commit_table(family, name, owned, plan, catchall)
-        if ruleset.needs_forwarding:
+                    table_plan = NO_CHANGE
+                self._commit_table(family, name, owned, table_plan, catchall)
+        if plan.forwarding:
             enable_ipv4_forwarding()
 
     def remove(
@@ -268,39 +222,32 @@ class Netfilter:
             for name in reversed(TABLE_ORDER):
                 if previous_tables is not None and (family, name) not in previous_tables:
                     continue
-                if self._has_dispatch(family, name):
-                    self.commit_table(family, name, owned, TablePlan(), catchall)
+                if _table_loaded(family, name):
+                    self._commit_table(family, name, owned, NO_CHANGE, catchall)
 
     def interface_tokens(self) -> set[str]:
         """The interface part of every `nmz-if-TOKEN-KIND` chain in the kernel."""
         tokens = set()
         for family in FAMILIES:
             for name in TABLE_ORDER:
-                if not self._has_dispatch(family, name):
+                if not _table_loaded(family, name):
                     continue
-                table = self._table(family, name)
-                table.refresh()
-                for chain in table.chains:
+                for chain in self._read(family, name).chains:
                     if chain.name.startswith("nmz-if-"):
                         tokens.add(chain.name[len("nmz-if-") :].rsplit("-", 1)[0])
         return tokens
-
-    def _has_dispatch(self, family: str, name: str) -> bool:
-        if not _table_loaded(family, name):
-            return False
-        table = self._table(family, name)
-        table.refresh()
-        return any(table.is_chain(chain) for _, chain in HOOKS[name])
 
     def remove_everything(self) -> None:
         """Every chain and hook nm-zones made, in every table and family (`disable`)."""
         for family in FAMILIES:
             for name in reversed(TABLE_ORDER):
-                if self._has_dispatch(family, name):
+                if _table_loaded(family, name):
                     self._locked_commit(family, name, lambda t, n=name: self._remove_ours(t, n))
 
-    def _remove_ours(self, table, name: str) -> None:
+    def _remove_ours(self, table, name: str) -> bool:
         ours = [chain.name for chain in table.chains if chain.name.startswith("nmz-")]
+        if not ours:
+            return False
         for builtin, dispatch_chain in HOOKS[name]:
             targets = self._targets(table, builtin)
             self._delete_rules(
@@ -310,20 +257,7 @@ class Netfilter:
             table.flush_entries(chain)
         for chain in ours:
             table.delete_chain(chain)
-
-
-def _fix_interface_mask(entry, family: str, direction: str, name: str) -> None:
-    """Write the interface mask as iptables does: 0xff for each byte compared.
-
-    python-iptables 1.2.0 writes 0x01 bytes into IPv6 interface masks, so the kernel compares
-    only the lowest bit of each character and `-i vz1` also matches `br-`: IPv6 rules of one
-    interface would apply to others. The IPv4 side is right; both are written here alike.
-    """
-    prefix = name[:-1] if name.endswith("+") else name
-    length = len(prefix) if name.endswith("+") else len(prefix) + 1
-    mask = b"\xff" * length + b"\x00" * (IFNAMSIZ_BYTES - length)
-    header = entry.entry.ip if family == "ipv4" else entry.entry.ipv6
-    setattr(header, f"{direction}iface_mask", mask)
+        return True
 
 
 def _is_eagain(error: Exception) -> bool:

@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 SYSLOG_SOCKET = "/dev/log"
 FACILITY_DAEMON, SEVERITY_WARNING, SEVERITY_INFO = 3, 4, 6
 
 
-@dataclass(frozen=True)
 class Change:
     """One change nm-zones made: printed by commands, sent to syslog."""
 
-    interface: str
-    old_zone: str
-    new_zone: str
-    reason: str
-    connection: str = ""
-    milliseconds: float = 0.0
-    degraded: str = ""
+    __slots__ = (
+        "connection",
+        "degraded",
+        "interface",
+        "milliseconds",
+        "new_zone",
+        "old_zone",
+        "reason",
+    )
+
+    def __init__(
+        self,
+        interface: str,
+        old_zone: str,
+        new_zone: str,
+        reason: str,
+        connection: str = "",
+        milliseconds: float = 0.0,
+        degraded: str = "",
+    ):
+        self.interface, self.old_zone, self.new_zone = interface, old_zone, new_zone
+        self.reason, self.connection = reason, connection
+        self.milliseconds, self.degraded = milliseconds, degraded
 
     def __str__(self) -> str:
         old = self.old_zone or "-"
@@ -40,13 +54,16 @@ def to_syslog(message: str, warning: bool = False) -> None:
     """
     if not os.path.exists(SYSLOG_SOCKET):
         return
-    import socket
+    from _socket import AF_UNIX, SOCK_DGRAM, socket  # the C core: no enum, no selectors
 
     priority = (FACILITY_DAEMON << 3) | (SEVERITY_WARNING if warning else SEVERITY_INFO)
     record = f"<{priority}>nm-zones[{os.getpid()}]: {message}".encode("utf-8", "replace")
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock = socket(AF_UNIX, SOCK_DGRAM)
+        try:
             sock.sendto(record[:8192], SYSLOG_SOCKET)
+        finally:
+            sock.close()
     except OSError:
         pass  # logging must never break a firewall change
 

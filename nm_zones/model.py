@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import Problem
+from .layout import FAMILIES, IP_PROTOCOLS
+
+__all__ = ["FAMILIES", "IP_PROTOCOLS", "Problem"]
 
 PORT_PROTOCOLS = ("tcp", "udp", "sctp", "dccp")
 TARGETS = ("default", "accept", "reject", "drop")
-FAMILIES = ("ipv4", "ipv6")
 
 # ICMP type names and their numbers, per family; a blocked name applies where it exists.
 ICMP_TYPES = {
@@ -42,31 +43,6 @@ ICMP_TYPES = {
 }
 ICMP_NAMES = sorted(set(ICMP_TYPES["ipv4"]) | set(ICMP_TYPES["ipv6"]))
 
-# IP protocols a zone or service may open as a whole, by the names iptables prints.
-IP_PROTOCOLS = {
-    "icmp": 1,
-    "igmp": 2,
-    "ipencap": 4,
-    "tcp": 6,
-    "udp": 17,
-    "ipv6": 41,
-    "gre": 47,
-    "esp": 50,
-    "ah": 51,
-    "ipv6-icmp": 58,
-    "eigrp": 88,
-    "ospf": 89,
-    "etherip": 97,
-    "encap": 98,
-    "pim": 103,
-    "ipcomp": 108,
-    "vrrp": 112,
-    "l2tp": 115,
-    "sctp": 132,
-    "udplite": 136,
-    "mpls-in-ip": 137,
-    "dccp": 33,
-}
 CONNTRACK_HELPERS = (
     "amanda",
     "ftp",
@@ -78,6 +54,20 @@ CONNTRACK_HELPERS = (
     "snmp",
     "tftp",
 )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in one file, printed as `FILE:LINE: KEY: message`."""
+
+    file: str
+    line: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        key = f" {self.key}:" if self.key else ""
+        return f"{self.file}:{self.line}:{key} {self.message}"
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def assign(engine: Engine, connection: str, zone: str) -> None:
     state = engine.state_dir.load()
     for active in active_connections():
         if active.uuid == uuid and interface_index(active.device):
-            if matches_exempt(active.device, engine.config.connections_map.exempt_interfaces):
+            if matches_exempt(active.device, engine.compiled.exempt_interfaces):
                 continue
             engine.apply_interface(
                 active.device,
@@ -127,7 +127,7 @@ def enable(engine: Engine) -> None:
         os.unlink(engine.paths.disabled_flag)
     state = engine.state_dir.load()
     engine.ensure_catchall(state)
-    exempt = engine.config.connections_map.exempt_interfaces
+    exempt = engine.compiled.exempt_interfaces
     done = set()
     for active in active_connections():
         if active.device in done or not interface_index(active.device):

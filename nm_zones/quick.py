@@ -49,26 +49,24 @@ def event_inputs(paths: Paths, env: dict) -> tuple | None:
     return (profile, config_fingerprint(paths))
 
 
+def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
+    """True when `interface` is bound by inputs equal to `key` (inputs_key of this event)."""
+    try:
+        with open(os.path.join(paths.state, QUICK_FILE), "rb") as stream:
+            bound = marshal.loads(stream.read())
+    except (OSError, EOFError, ValueError, TypeError):
+        return False
+    if not key or interface not in bound or bound[interface][0] != key:
+        return False
+    # a gone interface needs the full run (gc)
+    return all(_index_now(name) == ifindex for name, (_, ifindex) in bound.items())
+
+
 def _index_now(name: str) -> int:
     try:
         return if_nametoindex(name)
     except OSError:
         return 0
-
-
-def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
-    """True when `interface` is bound by inputs equal to `key` (inputs_key of this event)."""
-    try:
-        with open(os.path.join(paths.state, QUICK_FILE), "rb") as stream:
-            bound = marshal.load(stream)
-    except (OSError, EOFError, ValueError, TypeError):
-        return False
-    if interface not in bound:
-        return False
-    for name, (_, ifindex) in bound.items():  # a gone interface needs the full run (gc)
-        if _index_now(name) != ifindex:
-            return False
-    return bool(key) and key == bound[interface][0]
 
 
 def quick_index(interfaces: dict) -> bytes:

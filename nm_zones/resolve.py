@@ -9,9 +9,6 @@ A zone that does not exist falls back to default-zone, and the reason says so.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-
-from .model import ConnectionsMap
 
 WIRED_TYPES = ("802-3-ethernet", "ethernet", "veth")
 WIRELESS_TYPES = ("802-11-wireless", "wifi")
@@ -19,22 +16,37 @@ KEYFILE_MAX_BYTES = 1024 * 1024
 NMCLI_TIMEOUT = 10
 
 
-@dataclass(frozen=True)
 class Connection:
-    """What nm-zones knows of a NetworkManager connection profile."""
+    """What nm-zones knows of a NetworkManager connection profile (a plain class: events
+    import this module, and dataclasses cost more than an event's own work)."""
 
-    uuid: str = ""
-    id: str = ""
-    type: str = ""
-    zone: str = ""  # connection.zone as NetworkManager holds it; empty when unset
-    found: bool = True  # False when neither its keyfile nor nmcli knows the profile
+    __slots__ = ("found", "id", "type", "uuid", "zone")
+
+    def __init__(
+        self, uuid: str = "", id: str = "", type: str = "", zone: str = "", found: bool = True
+    ):
+        self.uuid, self.id, self.type = uuid, id, type
+        self.zone = zone  # connection.zone as NetworkManager holds it; empty when unset
+        self.found = found  # False when neither its keyfile nor nmcli knows the profile
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Connection) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__
+        )
+
+    def __repr__(self) -> str:
+        return f"Connection({self.uuid!r}, {self.id!r}, {self.type!r}, {self.zone!r})"
 
 
-@dataclass(frozen=True)
 class Decision:
-    zone: str
-    reason: str
-    warning: str = ""  # set when a named zone did not exist and default-zone was used
+    __slots__ = ("reason", "warning", "zone")
+
+    def __init__(self, zone: str, reason: str, warning: str = ""):
+        self.zone, self.reason = zone, reason
+        self.warning = warning  # set when a named zone did not exist and default-zone was used
+
+    def __repr__(self) -> str:
+        return f"Decision({self.zone!r}, {self.reason!r}, {self.warning!r})"
 
 
 def read_keyfile(path: str) -> dict[str, str] | None:
@@ -93,8 +105,9 @@ def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
     return Connection(uuid, name, found=False)
 
 
-def decide_zone(connection: Connection, cmap: ConnectionsMap, zones) -> Decision:
-    """Apply the first-match-wins order; `zones` is the set of zones that exist."""
+def decide_zone(connection: Connection, cmap, zones) -> Decision:
+    """Apply the first-match-wins order. `cmap` has the connections map's default_zone,
+    wired_zone, wireless_zone and zone_for(key); `zones` is the set of zones that exist."""
     candidates = []
     if connection.zone:
         candidates.append((connection.zone, "nmcli connection.zone"))

@@ -1,8 +1,9 @@
 """The Ruleset: the exact chains and rules for one interface, as plain immutable data.
 
 One Rule value renders two ways: to iptables-save text (for `plan`, golden tests and the
-status check) and, in kernel.py, to python-iptables objects. The text is the canonical form
-iptables-legacy-save prints, so what `plan` shows is what the kernel will report back.
+status check) and, as a plain `spec`, to a kernel entry built by python-iptables (entries.py).
+The text is the canonical form iptables-legacy-save prints, so what `plan` shows is what the
+kernel will report back.
 """
 
 from __future__ import annotations
@@ -10,17 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .digest import fingerprint
-
-# Built-in chain -> the dispatch chain nm-zones hooks into it, per table.
-HOOKS = {
-    "filter": (("INPUT", "nmz-input"), ("FORWARD", "nmz-forward")),
-    "nat": (("PREROUTING", "nmz-pre"), ("POSTROUTING", "nmz-post")),
-    "raw": (("PREROUTING", "nmz-raw"),),
-}
-TABLE_ORDER = ("raw", "nat", "filter")
-# Where a dispatch rule goes in its chain: forward-out rules first, then per-interface
-# rules, then the catch-all for interfaces no zone claims.
-SECTION_OUT, SECTION_IFACE, SECTION_CATCHALL = 0, 1, 2
+from .layout import HOOKS, SECTION_IFACE, TABLE_ORDER
 
 
 @dataclass(frozen=True)
@@ -39,6 +30,39 @@ class Rule:
     out_interface: str | None = None
     protocol: str | None = None
     matches: tuple[Match, ...] = ()
+
+    @classmethod
+    def from_spec(cls, spec: tuple, direction: str = "in", interface: str | None = None) -> Rule:
+        target, target_options, source, destination, protocol, matches = spec
+        return cls(
+            target,
+            target_options,
+            source,
+            destination,
+            interface if direction == "in" else None,
+            interface if direction == "out" else None,
+            protocol,
+            tuple(Match(name, options) for name, options in matches),
+        )
+
+    def spec(self) -> tuple:
+        """The rule as plain tuples (marshal-able, hashable), without its interfaces: the
+        form kept in the compiled cache and turned into a kernel entry by entries.py."""
+        matches = tuple((match.name, match.options) for match in self.matches)
+        return (
+            self.target,
+            self.target_options,
+            self.source,
+            self.destination,
+            self.protocol,
+            matches,
+        )
+
+    def interface(self) -> tuple[str, str | None]:
+        """("in", name), ("out", name), or ("in", None) for a rule that names none."""
+        if self.out_interface:
+            return ("out", self.out_interface)
+        return ("in", self.in_interface)
 
     def save_args(self) -> str:
         parts = []
@@ -111,11 +135,45 @@ class Ruleset:
             lines.append("COMMIT")
         return "\n".join(lines) + "\n"
 
+    def kernel_tables(self) -> dict:
+        """The ruleset as plain data for kernel.py: (family, table) -> (chains, dispatch),
+        chains as ((name, (spec, ...)), ...), dispatch rules as
+        (dispatch chain, section, "in" or "out", interface or None, target)."""
+        result = {}
+        for family, tables in self.tables.items():
+            for table, plan in tables.items():
+                chains = tuple(
+                    (chain, tuple(rule.spec() for rule in rules)) for chain, rules in plan.chains
+                )
+                dispatch = tuple(
+                    (d.chain, d.section, *d.rule.interface(), d.rule.target) for d in plan.dispatch
+                )
+                result[(family, table)] = (chains, dispatch)
+        return result
+
+    @classmethod
+    def from_kernel_tables(cls, interface: str | None, zone: str, tables: dict) -> Ruleset:
+        """The inverse of kernel_tables: what `status` compares with the kernel."""
+        result: dict[str, dict[str, TablePlan]] = {}
+        for (family, table), (chains, dispatch) in tables.items():
+            result.setdefault(family, {})[table] = TablePlan(
+                tuple((chain, tuple(Rule.from_spec(s) for s in specs)) for chain, specs in chains),
+                tuple(
+                    DispatchRule(chain, Rule.from_spec(_jump(target), way, name), section)
+                    for chain, section, way, name, target in dispatch
+                ),
+            )
+        return cls(interface, zone, result)
+
     def digest(self) -> str:
         """A fingerprint of the rules, to tell whether a re-apply would change anything."""
         text = f"{self.zone}\n{self.needs_forwarding}\n"
         text += self.save_text("ipv4") + self.save_text("ipv6")
         return fingerprint(text)
+
+
+def _jump(target: str) -> tuple:
+    return (target, (), None, None, None, ())
 
 
 def _quote(value: str) -> str:

@@ -1,6 +1,7 @@
 """What is applied where, kept in the state directory (/run/nm-zones).
 
-The state file is replaced atomically (temporary file, fsync, rename), so a reader or a crash
+The state file is marshal (an event reads it without importing json; `nm-zones status --json`
+shows it) and is replaced atomically (temporary file, fsync, rename), so a reader or a crash
 always sees a whole file. An interface is marked `applying` before its commits and `applied`
 after them: a run killed in between leaves `applying`, which the next run repairs.
 A lock file serializes nm-zones processes.
@@ -8,56 +9,108 @@ A lock file serializes nm-zones processes.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
-from dataclasses import asdict, dataclass, field
 
 from .locks import file_lock
 
-STATE_FILE = "state.json"
+STATE_FILE = "state"
+STATE_VERSION = 2
 LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
 
-@dataclass
 class Binding:
-    """One interface's zone, why it has it, and what was committed for it."""
+    """One interface's zone, why it has it, and what was committed for it.
 
-    zone: str
-    reason: str = ""
-    ifindex: int = 0
-    connection_uuid: str = ""
-    connection_id: str = ""
-    connection_type: str = ""
-    since: float = 0.0
-    digest: str = ""
-    tables: list[list[str]] = field(default_factory=list)  # [family, table] pairs in use
-    status: str = "applied"  # or "applying": a commit was interrupted
-    degraded: str = ""  # why the interface runs on a fallback zone, if it does
-    inputs: str = ""  # what decided it: quick.event_inputs, marshalled, in hex
+    A plain class, like everything an event imports: building a dataclass costs more than
+    the rest of an event's Python code (README, Performance).
+    """
+
+    __slots__ = (
+        "connection_id",
+        "connection_type",
+        "connection_uuid",
+        "degraded",
+        "digest",
+        "ifindex",
+        "inputs",
+        "reason",
+        "since",
+        "status",
+        "tables",
+        "zone",
+    )
+
+    def __init__(
+        self,
+        zone: str,
+        reason: str = "",
+        ifindex: int = 0,
+        connection_uuid: str = "",
+        connection_id: str = "",
+        connection_type: str = "",
+        since: float = 0.0,
+        digest: str = "",
+        tables: list[list[str]] | None = None,
+        status: str = "applied",
+        degraded: str = "",
+        inputs: str = "",
+    ):
+        self.zone = zone
+        self.reason = reason
+        self.ifindex = ifindex
+        self.connection_uuid = connection_uuid
+        self.connection_id = connection_id
+        self.connection_type = connection_type
+        self.since = since
+        self.digest = digest  # fingerprint of the rules committed
+        self.tables = tables or []  # [family, table] pairs in use
+        self.status = status  # or "applying": a commit was interrupted
+        self.degraded = degraded  # why the interface runs on a fallback zone, if it does
+        self.inputs = inputs  # what decided it (quick.inputs_key), for the quick path
 
     def table_set(self) -> set[tuple[str, str]]:
         return {(family, table) for family, table in self.tables}
 
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__slots__}
 
-@dataclass
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Binding) and self.as_dict() == other.as_dict()
+
+    def __repr__(self) -> str:
+        return f"Binding({self.as_dict()!r})"
+
+
 class State:
-    interfaces: dict[str, Binding] = field(default_factory=dict)
-    catchall_zone: str = ""
-    catchall_digest: str = ""
+    """Every binding, and the zone of the catch-all for interfaces no zone claims."""
 
-    def to_json(self) -> str:
-        data = {
-            "version": 1,
+    __slots__ = ("catchall_digest", "catchall_zone", "interfaces")
+
+    def __init__(
+        self,
+        interfaces: dict[str, Binding] | None = None,
+        catchall_zone: str = "",
+        catchall_digest: str = "",
+    ):
+        self.interfaces = interfaces if interfaces is not None else {}
+        self.catchall_zone = catchall_zone
+        self.catchall_digest = catchall_digest
+
+    def as_dict(self) -> dict:
+        """The state as plain values (what the file holds, and `status --json` shows)."""
+        return {
+            "version": STATE_VERSION,
             "catchall": {"zone": self.catchall_zone, "digest": self.catchall_digest},
-            "interfaces": {name: asdict(b) for name, b in sorted(self.interfaces.items())},
+            "interfaces": {name: b.as_dict() for name, b in sorted(self.interfaces.items())},
         }
-        return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> State:
-        data = json.loads(text)
-        fields = set(Binding.__dataclass_fields__)
+    def from_dict(cls, data: dict) -> State:
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"state version {data.get('version')!r}")
+        fields = set(Binding.__slots__)
         interfaces = {
             name: Binding(**{k: v for k, v in entry.items() if k in fields})
             for name, entry in data.get("interfaces", {}).items()
@@ -78,11 +131,11 @@ class StateDir:
 
     def load(self) -> State:
         try:
-            with open(self.file(STATE_FILE)) as stream:
-                return State.from_json(stream.read())
+            with open(self.file(STATE_FILE), "rb") as stream:
+                return State.from_dict(marshal.loads(stream.read()))
         except FileNotFoundError:
             return State()
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, EOFError, KeyError):
             # Unreadable state: start afresh; the kernel still holds the rules, and the next
             # apply of each interface replaces them.
             return State()
@@ -90,7 +143,7 @@ class StateDir:
     def save(self, state: State) -> None:
         from .quick import QUICK_FILE, quick_index
 
-        write_atomically(self.file(STATE_FILE), state.to_json().encode())
+        write_atomically(self.file(STATE_FILE), marshal.dumps(state.as_dict()))
         write_atomically(self.file(QUICK_FILE), quick_index(state.interfaces))
 
     def locked(self, wait: float = LOCK_WAIT_SECONDS):

@@ -11,7 +11,7 @@ import os
 
 import yaml
 
-from .errors import Problem
+from .model import Problem
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_NODES = 100_000

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nm_zones.config import ZONE_KEYS, load
-from nm_zones.errors import Problem
+from nm_zones.model import Problem
 from nm_zones.paths import Paths
 from tests.harness.lab import REPO, base_env
 

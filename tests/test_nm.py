@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from nm_zones.state import STATE_FILE
 from tests.harness.lab import REPO, base_env
 from tests.harness.nm_sandbox import NMSandbox
 
@@ -189,7 +190,7 @@ def test_lo_external_and_interfaceless_vpn_get_no_binding(lab):
         ).returncode
         == 0
     )
-    assert not os.path.exists(os.path.join(lab.state_dir, "state.json"))
+    assert not os.path.exists(os.path.join(lab.state_dir, STATE_FILE))
 
 
 def test_an_event_waiting_for_the_lock_respects_disable(lab, tmp_path):

@@ -159,7 +159,15 @@ class NMSandbox:
         self.nm_zones("install")
 
     def state(self) -> dict:
-        result = self.sh("cat /run/nm-zones/state.json", check=False)
+        result = self.run(
+            [
+                PYTHON,
+                "-c",
+                "import json, sys; from nm_zones.state import StateDir;"
+                " json.dump(StateDir('/run/nm-zones').load().as_dict(), sys.stdout)",
+            ],
+            check=False,
+        )
         return json.loads(result.stdout) if result.returncode == 0 else {}
 
     def zone_of(self, interface: str) -> str | None:

@@ -1,0 +1,244 @@
+"""The compiled configuration: everything an event needs, as plain values, cached.
+
+An event has tens of milliseconds. Reading the YAML, building the model's dataclasses and
+compiling cost more than that, so the validated config is reduced once to plain values and
+kept in the state directory (marshal): the connections map, and for every zone its rules
+(rules.Rule.spec) with the chain kinds where an interface's chain names go. The file is
+rebuilt whenever any config file or folder changes identity (paths.config_fingerprint), and
+read only when this user wrote it and nobody else can change it.
+
+A zone whose file cannot be loaded is compiled here from its stand-in (the shipped
+definition, else `block`); the reason travels with it, so the engine can keep an interface's
+working rules instead (see engine.py).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+
+from .ifname import chain_name
+from .layout import CHAIN_KINDS, log_prefix
+from .paths import Paths, config_fingerprint
+
+CACHE_FILE = "compiled"
+CACHE_VERSION = 1
+STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
+FALLBACK_ZONE = "block"
+
+
+class ZonePlan:
+    """One zone, ready to be instantiated for any interface."""
+
+    __slots__ = ("digest", "fallback", "forwarding", "name", "problem", "tables")
+
+    def __init__(self, data: dict):
+        self.name: str = data["name"]  # what is applied: the zone, or what stands in for it
+        self.digest: str = data["digest"]  # fingerprint of the rules, for an interface-free name
+        self.problem: str = data["problem"]  # why the configured zone cannot be used
+        self.fallback: str = data["fallback"]  # what stands in for it
+        self.forwarding: bool = data["forwarding"]
+        # (family, table) -> (((kind, (spec, ...)), ...), ((dispatch chain, section,
+        # direction, kind), ...))
+        self.tables: dict = data["tables"]
+
+    @property
+    def degraded(self) -> str:
+        return f"{self.problem}; {self.fallback}" if self.problem else ""
+
+
+class KernelPlan:
+    """The chains and dispatch rules of one interface (None: the catch-all), plain data for
+    kernel.py; see rules.Ruleset.kernel_tables for the shape of `tables`."""
+
+    __slots__ = ("forwarding", "interface", "tables")
+
+    def __init__(self, interface: str | None, tables: dict, forwarding: bool = False):
+        self.interface, self.tables, self.forwarding = interface, tables, forwarding
+
+
+def instantiate(zone: ZonePlan, interface: str) -> KernelPlan:
+    """The zone's rules for `interface`: its chain names, and its name in log prefixes."""
+    tables = {}
+    for key, (chains, dispatch) in zone.tables.items():
+        tables[key] = (
+            tuple(
+                (
+                    chain_name(interface, kind),
+                    tuple(_for_interface(spec, zone.name, interface) for spec in specs),
+                )
+                for kind, specs in chains
+            ),
+            tuple(
+                (chain, section, direction, interface, chain_name(interface, kind))
+                for chain, section, direction, kind in dispatch
+            ),
+        )
+    return KernelPlan(interface, tables, zone.forwarding)
+
+
+def _for_interface(spec: tuple, zone: str, interface: str) -> tuple:
+    if spec[0] != "LOG":
+        return spec
+    options = tuple(
+        (option, log_prefix(zone, interface) if option == "log-prefix" else value)
+        for option, value in spec[1]
+    )
+    return (spec[0], options, *spec[2:])
+
+
+class CompiledConfig:
+    """The connections map and every zone, as the engine uses them."""
+
+    def __init__(self, data: dict):
+        self.key = data["key"]
+        self.default_zone: str = data["default_zone"]
+        self.wired_zone: str = data["wired_zone"]
+        self.wireless_zone: str = data["wireless_zone"]
+        self.connections: dict[str, str] = data["connections"]
+        self.exempt_interfaces: tuple[str, ...] = data["exempt_interfaces"]
+        self.map_broken: str = data["map_broken"]
+        self.problems: tuple[str, ...] = data["problems"]
+        self.zones = {name: ZonePlan(zone) for name, zone in data["zones"].items()}
+        self.catchall: dict = data["catchall"]  # zone, digest, degraded, tables; or error
+
+    def zone_for(self, key: str) -> str | None:
+        """The zone the map gives a connection UUID or name."""
+        return self.connections.get(key)
+
+    def known_zones(self) -> set[str]:
+        """Zones that exist, loadable or not (a broken zone still exists: it is not renamed)."""
+        return set(self.zones)
+
+    def zone(self, name: str) -> ZonePlan | None:
+        return self.zones.get(name)
+
+    def catchall_plan(self) -> KernelPlan:
+        return KernelPlan(None, self.catchall["tables"])
+
+    def specs(self) -> set[tuple[str, tuple]]:
+        """(family, spec) of every rule of every zone and the catch-all (a LOG rule as its
+        template has it: instantiated, it names its interface)."""
+        found = set()
+        for zone in self.zones.values():
+            for (family, _), (chains, _) in zone.tables.items():
+                found |= {(family, spec) for _, specs in chains for spec in specs}
+        for (family, _), (chains, _) in self.catchall.get("tables", {}).items():
+            found |= {(family, spec) for _, specs in chains for spec in specs}
+        return found
+
+
+def cache_key(paths: Paths) -> tuple:
+    return (CACHE_VERSION, config_fingerprint(paths))
+
+
+def _trusted(path: str) -> bool:
+    """Only read a file this user wrote and nobody else can change."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
+    """The compiled config, from the cache when it is current, else from the files."""
+    cache_path = os.path.join(paths.state, CACHE_FILE)
+    key = cache_key(paths)
+    if use_cache and _trusted(cache_path):
+        try:
+            with open(cache_path, "rb") as stream:
+                data = marshal.loads(stream.read())
+            if data["key"] == key:
+                return CompiledConfig(data)
+        except Exception:  # a damaged cache is only a cache: rebuild it
+            pass
+    from .config import load as load_files
+
+    data = build(load_files(paths), paths)
+    data["key"] = key
+    if os.path.isdir(paths.state):  # made by the first run that takes the lock
+        from .state import write_atomically
+
+        try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
+            write_atomically(cache_path, marshal.dumps(data), 0o600)
+        except OSError:  # not root, or read-only: work without the cache
+            pass
+    return CompiledConfig(data)
+
+
+def build(loaded, paths: Paths) -> dict:
+    """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
+    from .compile import compile_catchall, compile_interface
+
+    config = loaded.config
+    shipped = []  # loaded when a broken zone needs a stand-in
+
+    def usable(name: str):
+        """(zone, its config, problem, fallback) to compile for zone `name`, or None."""
+        if name in config.zones:
+            return config.zones[name], config, "", ""
+        problems = loaded.broken_zones.get(name)
+        if problems is None:
+            return None
+        if not shipped:
+            from .config import load as load_files
+
+            shipped.append(load_files(paths, shipped_only=True).config)
+        stand_in = shipped[0]
+        problem = f"zone {name!r} cannot be loaded ({problems[0]})"
+        if name in stand_in.zones:
+            return stand_in.zones[name], stand_in, problem, "using the shipped definition"
+        return stand_in.zones[FALLBACK_ZONE], stand_in, problem, f"using {FALLBACK_ZONE}"
+
+    zones = {}
+    for name in sorted(set(config.zones) | set(loaded.broken_zones)):
+        zone, zone_config, problem, fallback = usable(name)
+        ruleset = compile_interface(STAND_IN, zone, zone_config)
+        zones[name] = {
+            "name": zone.name,
+            "digest": ruleset.digest(),
+            "problem": problem,
+            "fallback": fallback,
+            "forwarding": ruleset.needs_forwarding,
+            "tables": _template(ruleset),
+        }
+    cmap = config.connections_map
+    found = usable(cmap.default_zone) or usable(FALLBACK_ZONE)
+    if found is None:
+        catchall = {"error": f"default-zone {cmap.default_zone!r} does not exist"}
+    else:
+        zone, zone_config, problem, fallback = found
+        ruleset = compile_catchall(zone, zone_config)
+        catchall = {
+            "zone": zone.name,
+            "digest": ruleset.digest(),
+            "degraded": f"{problem}; {fallback}" if problem else "",
+            "tables": ruleset.kernel_tables(),
+        }
+    return {
+        "default_zone": cmap.default_zone,
+        "wired_zone": cmap.wired_zone,
+        "wireless_zone": cmap.wireless_zone,
+        "connections": dict(cmap.connections),
+        "exempt_interfaces": tuple(cmap.exempt_interfaces),
+        "map_broken": str(loaded.map_broken) if loaded.map_broken else "",
+        "problems": tuple(str(problem) for problem in loaded.problems),
+        "zones": zones,
+        "catchall": catchall,
+    }
+
+
+def _template(ruleset) -> dict:
+    """The stand-in's tables with chain kinds in place of its chain names."""
+    kinds = {chain_name(STAND_IN, kind): kind for kind in CHAIN_KINDS}
+    template = {}
+    for key, (chains, dispatch) in ruleset.kernel_tables().items():
+        template[key] = (
+            tuple((kinds[chain], specs) for chain, specs in chains),
+            tuple(
+                (chain, section, direction, kinds[target])
+                for chain, section, direction, _, target in dispatch
+            ),
+        )
+    return template

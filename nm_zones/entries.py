@@ -1,0 +1,184 @@
+"""Kernel entries: one rule as the bytes x_tables takes, built by python-iptables.
+
+python-iptables builds a rule by parsing each option with libxtables, which loads the
+extension's shared library: about half a millisecond a rule, most of an event's work. An
+entry depends only on the rule and on the kernel and libraries that built it, so entries are
+kept in the state directory, keyed by the rule's spec (rules.Rule.spec), and an event builds
+only the rules it has never seen. The file is dropped when the kernel, libxtables or
+python-iptables changes.
+
+Dispatch rules (`-i IFACE -j nmz-if-IFACE-in`) name the interface and the chain, so they are
+not kept: each is a copy of one template entry per family, built by python-iptables, with
+the interface, its mask and the jump target written into python-iptables' own structures.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import marshal
+import os
+
+from .layout import IP_PROTOCOLS, NAT_TARGETS
+from .state import write_atomically
+
+ENTRIES_FILE = "entries"
+ENTRIES_VERSION = 1
+IFNAMSIZ_BYTES = 16
+TEMPLATE = ("ACCEPT", (), None, None, None, ())  # `-j ACCEPT`: retargeted per dispatch rule
+
+
+def kernel_identity(iptc) -> tuple:
+    """What entry bytes depend on besides the rule: match revisions are chosen by what the
+    kernel supports, structure layouts by libxtables and python-iptables."""
+    system = os.uname()
+    library = getattr(iptc.xtables._lib_xtables, "_name", "")
+    try:
+        info = os.stat(library)
+        library_id = (library, info.st_size, info.st_mtime_ns)
+    except OSError:
+        library_id = (library,)
+    version = getattr(getattr(iptc, "version", None), "__version__", "")
+    return (ENTRIES_VERSION, system.release, system.version, version, library_id)
+
+
+def build_entry(iptc, family: str, spec: tuple) -> bytes:
+    """The entry for a rule spec, through python-iptables' Rule."""
+    target, target_options, source, destination, protocol, matches = spec
+    rule = iptc.Rule() if family == "ipv4" else iptc.Rule6()
+    if source:
+        rule.src = source
+    if destination:
+        rule.dst = destination
+    if protocol:
+        rule.protocol = str(IP_PROTOCOLS[protocol])
+    for name, options in matches:
+        match = rule.create_match(name)
+        for option, value in options:
+            match.set_parameter(option, value)
+    module = rule.create_target(target)
+    for option, value in target_options:
+        module.set_parameter(option, value)
+    rule.final_check()
+    return bytes(rule.rule)
+
+
+def _build_in_child(iptc, family: str, specs: list[tuple]) -> list[bytes]:
+    """Entries with NAT targets, built by a forked child.
+
+    DNAT, SNAT, MASQUERADE and REDIRECT live in one libxt_NAT.so, which registers the targets
+    of the family selected when it is first loaded into a process; registering the other
+    family's later fails ("can't find target", or "already registered"). A child forked
+    before the library is loaded builds one family's entries and exits, so this process never
+    loads it and each family gets a fresh start.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: build, report, and leave without running any cleanup
+        os.close(read_end)
+        status = 0
+        try:
+            data = marshal.dumps([build_entry(iptc, family, spec) for spec in specs])
+        except BaseException as error:
+            data, status = str(error).encode()[:4000], 1
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view) :]
+        except OSError:
+            pass
+        os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as stream:
+        data = stream.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        from .errors import KernelError
+
+        raise KernelError(data.decode(errors="replace") or f"{family}: building NAT rules failed")
+    return marshal.loads(data)
+
+
+class Entries:
+    """Entry bytes by (family, spec), from the state directory's file or built now."""
+
+    def __init__(self, iptc, state_dir: str | None):
+        self.iptc = iptc
+        self.path = os.path.join(state_dir, ENTRIES_FILE) if state_dir else None
+        self.identity = kernel_identity(iptc)
+        self.known: dict[tuple[str, tuple], bytes] = {}
+        self.added = False
+        if self.path:
+            try:
+                with open(self.path, "rb") as stream:
+                    identity, known = marshal.loads(stream.read())
+                if identity == self.identity and isinstance(known, dict):
+                    self.known = known
+            except (OSError, EOFError, ValueError, TypeError):
+                pass  # none yet, or unreadable: built again as needed
+
+    def ensure(self, family: str, specs) -> None:
+        """Build, in one go, the entries of `specs` not known yet."""
+        missing = [s for s in dict.fromkeys(specs) if (family, s) not in self.known]
+        if not missing:
+            return
+        plain = [s for s in missing if s[0] not in NAT_TARGETS]
+        nat = [s for s in missing if s[0] in NAT_TARGETS]
+        built = [build_entry(self.iptc, family, spec) for spec in plain]
+        if nat:
+            built += _build_in_child(self.iptc, family, nat)
+        for spec, entry in zip(plain + nat, built, strict=True):
+            self.known[(family, spec)] = entry
+        self.added = True
+
+    def entry(self, family: str, spec: tuple) -> bytes:
+        self.ensure(family, (spec,))
+        return self.known[(family, spec)]
+
+    def dispatch(
+        self, family: str, target: str, direction: str = "in", interface: str | None = None
+    ):
+        """`[-i|-o INTERFACE] -j TARGET`, as a ctypes buffer ready for libiptc. A trailing `+`
+        in the interface matches every name with that prefix (exempt patterns)."""
+        template = self.entry(family, TEMPLATE)
+        buffer = (ctypes.c_ubyte * len(template)).from_buffer_copy(template)
+        if family == "ipv4":
+            entry = self.iptc.ip4tc.ipt_entry.from_buffer(buffer)
+            header = entry.ip
+        else:
+            entry = self.iptc.ip6tc.ip6t_entry.from_buffer(buffer)
+            header = entry.ipv6
+        if interface:
+            setattr(header, f"{direction}iface", interface.encode())
+            setattr(header, f"{direction}iface_mask", interface_mask(interface))
+        jump = self.iptc.xtables.xt_entry_target.from_buffer(buffer, entry.target_offset)
+        jump.u.user.name = target.encode()
+        return buffer
+
+    def buffer(self, family: str, spec: tuple):
+        data = self.entry(family, spec)
+        return (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
+
+    def save(self, keep=None) -> None:
+        """Write the file when entries were built; `keep(family, spec)` says which to keep
+        (the compiled config's rules, so that entries of old configs do not pile up)."""
+        if not self.added or not self.path:
+            return
+        known = {k: v for k, v in self.known.items() if keep is None or keep(*k)}
+        try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
+            write_atomically(self.path, marshal.dumps((self.identity, known)), 0o600)
+        except OSError:
+            pass  # a read-only state dir: the entries are built again next time
+        self.added = False
+
+
+def interface_mask(name: str) -> bytes:
+    """The interface mask as iptables writes it: 0xff for each byte compared (the name and
+    its terminating NUL; only the prefix for `name+`).
+
+    python-iptables 1.2.0 writes 0x01 bytes into IPv6 interface masks, so the kernel would
+    compare only the lowest bit of each character and `-i vz1` would also match `br-`: the
+    masks are written here, for both families alike.
+    """
+    prefix = name[:-1] if name.endswith("+") else name
+    length = len(prefix) if name.endswith("+") else len(prefix) + 1
+    return b"\xff" * length + b"\x00" * (IFNAMSIZ_BYTES - length)

@@ -1,0 +1,57 @@
+"""Where nm-zones' rules live in the kernel: plain constants, shared by the compiler (which
+decides the rules) and the kernel module (which commits them) without either importing the
+other. See DESIGN.md and compile.py for the picture.
+"""
+
+from __future__ import annotations
+
+FAMILIES = ("ipv4", "ipv6")
+# Built-in chain -> the dispatch chain nm-zones hooks into it, per table.
+HOOKS = {
+    "filter": (("INPUT", "nmz-input"), ("FORWARD", "nmz-forward")),
+    "nat": (("PREROUTING", "nmz-pre"), ("POSTROUTING", "nmz-post")),
+    "raw": (("PREROUTING", "nmz-raw"),),
+}
+TABLE_ORDER = ("raw", "nat", "filter")
+# Where a dispatch rule goes in its chain: forward-out rules first, then per-interface
+# rules, then the catch-all for interfaces no zone claims.
+SECTION_OUT, SECTION_IFACE, SECTION_CATCHALL = 0, 1, 2
+# An interface's chains, `nmz-if-IFACE-KIND`: no kind's `-KIND` ends another's.
+CHAIN_KINDS = ("in", "fwd", "fout", "pre", "post", "raw")
+CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
+NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
+LOG_PREFIX_MAX = 29
+# IP protocols a zone or service may open as a whole, by the names iptables prints.
+IP_PROTOCOLS = {
+    "icmp": 1,
+    "igmp": 2,
+    "ipencap": 4,
+    "tcp": 6,
+    "udp": 17,
+    "ipv6": 41,
+    "gre": 47,
+    "esp": 50,
+    "ah": 51,
+    "ipv6-icmp": 58,
+    "eigrp": 88,
+    "ospf": 89,
+    "etherip": 97,
+    "encap": 98,
+    "pim": 103,
+    "ipcomp": 108,
+    "vrrp": 112,
+    "l2tp": 115,
+    "sctp": 132,
+    "udplite": 136,
+    "mpls-in-ip": 137,
+    "dccp": 33,
+}
+
+
+def log_prefix(zone: str, interface: str) -> str:
+    """`nmz public eth0: ` trimmed to iptables' 29 characters, interface kept whole."""
+    prefix = f"nmz {zone} {interface}: "
+    if len(prefix) > LOG_PREFIX_MAX:
+        room = LOG_PREFIX_MAX - len(f"nmz  {interface}: ")
+        prefix = f"nmz {zone[: max(room, 1)]} {interface}: "[:LOG_PREFIX_MAX]
+    return prefix
