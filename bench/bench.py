@@ -76,6 +76,7 @@ class Bench:
             capture_output=True,
         )
         self.hook = os.path.join(root, "etc/NetworkManager/dispatcher.d/50-nm-zones")
+        self.nm_zones = os.path.join(root, "usr/local/sbin/nm-zones")  # as root's PATH finds it
         self.peak_rss = 0
         self.links = 0
 
@@ -124,9 +125,7 @@ class Bench:
         return elapsed, rss
 
     def command(self, *args: str) -> float:
-        return spawn(
-            [PYTHON, "-m", "nm_zones", *args], {**self.env, "PYTHONPATH": REPO}, quiet=True
-        )[0]
+        return spawn([self.nm_zones, *args], self.env, quiet=True)[0]
 
     def bind(self, names: list[str], zone: str = "public") -> None:
         for name in names:

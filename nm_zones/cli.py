@@ -519,7 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "install",
         cmd_install,
-        "install the NetworkManager hook and /etc/nm-zones (never overwrites an admin's file)",
+        "install the NetworkManager hook, /etc/nm-zones, the boot-time unit and root's fast "
+        "/usr/local/sbin/nm-zones (never overwrites a file it did not write)",
         "nm-zones install --root /tmp/image",
     )
     p.add_argument("--root", default="/", help="write everything under DIR (default /)")

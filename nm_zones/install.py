@@ -1,9 +1,12 @@
-"""`nm-zones install`: the dispatcher hook, /etc/nm-zones and the boot-time unit.
+"""`nm-zones install`: the dispatcher hook, root's `nm-zones` command, /etc/nm-zones and the
+boot-time unit.
 
 The hook is written for the interpreter nm-zones is installed under, started with `-S` (no
 site-packages scan: no .pth file can slow down or change an event) and the package folders
-written into it, because NetworkManager gives hooks no environment. An admin's file is never
-overwritten, and --uninstall removes only what install wrote.
+written into it, because NetworkManager gives hooks no environment. /usr/local/sbin/nm-zones
+starts the command the same way (root's PATH finds it before pip's script in bin/), so a
+`reload` costs what an event costs plus the YAML. An admin's file is never overwritten, and
+--uninstall removes only what install wrote.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from .state import write_atomically
 
 HOOK_NAME = "50-nm-zones"
 HOOK_MARKER = "nm-zones: NetworkManager dispatcher hook"
+COMMAND_PATH = "usr/local/sbin/nm-zones"
+COMMAND_MARKER = "nm-zones: the command, started like the dispatcher hook"
 UNIT_NAME = "nm-zones.service"
 
 
@@ -48,6 +53,18 @@ def hook_text() -> str:
     )
 
 
+def command_text() -> str:
+    return (
+        f"#!{sys.executable} -S\n"
+        f"# {COMMAND_MARKER} (written by `nm-zones install`):\n"
+        "# -S skips the site-packages scan, so no .pth file slows it down or changes it.\n"
+        "import sys\n\n"
+        f"sys.path[:0] = {package_paths()!r}\n\n"
+        "from nm_zones.cli import main  # noqa: E402\n\n"
+        "main()\n"
+    )
+
+
 def unit_text() -> str:
     with open(os.path.join(SHIPPED_DIR, UNIT_NAME), encoding="utf-8") as f:
         return f.read().replace("@PYTHON@", sys.executable)
@@ -72,6 +89,11 @@ def install(root: str = "/") -> list[str]:
     _write(os.path.join(hooks, HOOK_NAME), hook_text(), 0o755)
     for sub in ("pre-up.d", "pre-down.d"):
         _link(f"../{HOOK_NAME}", os.path.join(hooks, sub, HOOK_NAME))
+    command = _under(root, COMMAND_PATH)
+    if os.path.exists(command) and not _written_by_us(command, COMMAND_MARKER):
+        notes.append(f"kept {command}: not written by nm-zones")
+    else:
+        _write(command, command_text(), 0o755)
     config = _under(root, "etc/nm-zones")
     for sub in ("zones.d", "services.d"):
         os.makedirs(os.path.join(config, sub), mode=0o755, exist_ok=True)
@@ -87,6 +109,14 @@ def install(root: str = "/") -> list[str]:
     return notes
 
 
+def _written_by_us(path: str, marker: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            return marker in stream.read(4096)
+    except OSError:
+        return False
+
+
 def _remove(path: str) -> None:
     if os.path.islink(path) or os.path.isfile(path):
         os.unlink(path)
@@ -95,14 +125,15 @@ def _remove(path: str) -> None:
 def uninstall(root: str = "/") -> list[str]:
     notes = []
     hooks = _under(root, "etc/NetworkManager/dispatcher.d")
-    hook = os.path.join(hooks, HOOK_NAME)
-    if os.path.isfile(hook):
-        with open(hook, encoding="utf-8", errors="replace") as stream:
-            ours = HOOK_MARKER in stream.read()
-        if ours:
-            _remove(hook)
-        else:
-            notes.append(f"kept {hook}: not written by nm-zones")
+    for path, marker in (
+        (os.path.join(hooks, HOOK_NAME), HOOK_MARKER),
+        (_under(root, COMMAND_PATH), COMMAND_MARKER),
+    ):
+        if os.path.isfile(path):
+            if _written_by_us(path, marker):
+                _remove(path)
+            else:
+                notes.append(f"kept {path}: not written by nm-zones")
     for sub in ("pre-up.d", "pre-down.d"):
         link = os.path.join(hooks, sub, HOOK_NAME)
         if os.path.islink(link) and os.readlink(link) == f"../{HOOK_NAME}":

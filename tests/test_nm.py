@@ -282,6 +282,21 @@ def test_install_and_uninstall_under_a_root(tmp_path):
     # the installed hook runs with no environment at all, as NetworkManager starts it
     result = subprocess.run([hook, "", "connectivity-change"], env={}, capture_output=True)
     assert result.returncode == 0, result.stderr
+    # root's command starts like the hook: -S, package folders written in, no environment
+    command = os.path.join(root, "usr/local/sbin/nm-zones")
+    assert read(command).startswith(f"#!{sys.executable} -S\n") and REPO in read(command)
+    result = subprocess.run([command, "zones"], env={}, capture_output=True, text=True)
+    assert result.returncode == 0 and "* public" in result.stdout, result.stderr
+    # a command of the same name that install did not write is kept, and survives uninstall
+    with open(command, "w") as stream:
+        stream.write("#!/bin/sh\necho mine\n")
+    assert "kept" in subprocess.run(run, env=env, capture_output=True, text=True).stdout
+    assert read(command) == "#!/bin/sh\necho mine\n"
     out = subprocess.run([*run, "--uninstall"], env=env, capture_output=True, text=True).stdout
     assert not os.path.exists(hook) and not os.path.exists(unit)
     assert os.path.exists(cmap) and "changed by the admin" in out
+    assert read(command) == "#!/bin/sh\necho mine\n" and "not written by nm-zones" in out
+    os.unlink(command)
+    subprocess.run(run, env=env, check=True)
+    subprocess.run([*run, "--uninstall"], env=env, check=True)
+    assert not os.path.exists(command)
