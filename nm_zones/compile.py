@@ -32,6 +32,8 @@ ICMP_MATCH = {"ipv4": ("icmp", "icmp-type"), "ipv6": ("icmp6", "icmpv6-type")}
 REJECT_WITH = {"ipv4": "icmp-host-prohibited", "ipv6": "icmp6-adm-prohibited"}
 # Router solicitation/advertisement, neighbour solicitation/advertisement, redirect: without
 # them IPv6 stops working on the link, so every zone accepts them, block and drop included.
+# A zone that accepts all ICMPv6 anyway (target default or accept) needs no rules of its own
+# for them: with hundreds of interfaces bound, every rule is copied at every commit.
 NEIGHBOUR_DISCOVERY = (133, 134, 135, 136, 137)
 # Conntrack helper -> the protocol and port its traffic starts on, and the families it serves.
 HELPER_PORTS = {
@@ -96,7 +98,7 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
         Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),)),
         Rule("DROP", matches=(_state("INVALID"),)),
     ]
-    if family == "ipv6":
+    if family == "ipv6" and zone.target in ("reject", "drop"):
         rules += [
             Rule("ACCEPT", protocol=icmp, matches=(Match(icmp_match, ((icmp_option, str(t)),)),))
             for t in NEIGHBOUR_DISCOVERY

@@ -12,6 +12,7 @@ changes last; filter first when removing, so the catch-all takes over before NAT
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import time
@@ -22,6 +23,7 @@ from .iptc_env import import_iptc
 from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
+    DISPATCH,
     FAMILIES,
     HOOKS,
     SECTION_CATCHALL,
@@ -56,9 +58,14 @@ def xtables_lock(path: str = XTABLES_LOCK, wait: float = LOCK_WAIT_SECONDS):
     return file_lock(path, wait, "another program")
 
 
+CATCHALL_OWNED = frozenset(CATCHALL_CHAINS.values())
+
+
 def owned_chains(interface: str | None) -> frozenset[str]:
+    """The chains of an interface; for None, those of the catch-all, which also owns the
+    RETURN rules of exempt interfaces in the dispatch chains."""
     if interface is None:
-        return frozenset(CATCHALL_CHAINS.values())
+        return CATCHALL_OWNED
     return frozenset(chain_name(interface, kind) for kind in CHAIN_KINDS)
 
 
@@ -96,8 +103,7 @@ class Netfilter:
         names = []
         entry = table.first_rule(chain)
         while entry:
-            target = table.get_target(entry)
-            names.append(target.decode() if isinstance(target, bytes) else (target or ""))
+            names.append(_target_name(table, entry))
             entry = table.next_rule(entry)
         return names
 
@@ -106,13 +112,12 @@ class Netfilter:
             if table._iptc.iptc_delete_num_entry(chain.encode(), number, table._handle) != 1:
                 raise KernelError(f"cannot delete rule {number} of {chain}: {table.strerror()}")
 
-    def _edit(
-        self, table, family: str, name: str, owned: frozenset[str], plan: tuple, catchall: bool
-    ) -> bool:
+    def _edit(self, table, family: str, name: str, owned: frozenset[str], plan: tuple) -> bool:
         """Make the table hold `plan` for the `owned` chains; False when it already holds
         nothing of theirs and the plan is empty (no commit needed)."""
         chains, dispatch = plan
         entries = self.entries
+        catchall = owned == CATCHALL_OWNED
         used = {rule[0] for rule in dispatch}
         present = [c for c in sorted(owned) if table.is_chain(c)]
         if not chains and not dispatch and not present and not catchall:
@@ -123,16 +128,9 @@ class Netfilter:
                     table.create_chain(dispatch_chain)
                 if dispatch_chain not in self._targets(table, builtin):
                     table.insert_entry(builtin, entries.dispatch(family, dispatch_chain), 0)
-        remaining: dict[str, list[str]] = {}  # dispatch chain -> targets left, in order
-        for _, dispatch_chain in HOOKS[name]:
-            if not table.is_chain(dispatch_chain):
-                continue
-            targets = self._targets(table, dispatch_chain)
-            ours = [t in owned or (catchall and t == "RETURN") for t in targets]
-            self._delete_rules(table, dispatch_chain, [i for i, mine in enumerate(ours) if mine])
-            remaining[dispatch_chain] = [
-                t for t, mine in zip(targets, ours, strict=True) if not mine
-            ]
+        remaining = None
+        if catchall or not self._delete_dispatch_rules(table, family, name, present):
+            remaining = self._delete_by_scan(table, name, owned, catchall)
         wanted = {chain for chain, _ in chains}
         for chain in present:
             table.flush_entries(chain)
@@ -144,26 +142,78 @@ class Netfilter:
             for spec in specs:
                 table.append_entry(chain, entries.buffer(family, spec))
         for dispatch_chain, section, direction, interface, target in dispatch:
-            targets = remaining.setdefault(dispatch_chain, [])
-            if section == SECTION_CATCHALL:
-                position = len(targets)
-            elif section == SECTION_OUT:
-                position = 0
-            else:  # after the forward-out rules, which stay at the top
-                position = sum(1 for t in targets if t.endswith("-fout"))
             entry = entries.dispatch(family, target, direction, interface)
-            table.insert_entry(dispatch_chain, entry, position)
-            targets.insert(position, target)
+            if remaining is None:
+                position = self._position(table, dispatch_chain, section)
+            else:
+                targets = remaining.setdefault(dispatch_chain, [])
+                position = _position_in(targets, section)
+                targets.insert(position, target)
+            if position is None:
+                table.append_entry(dispatch_chain, entry)
+            else:
+                table.insert_entry(dispatch_chain, entry, position)
         return True
 
-    def _commit_table(
-        self, family: str, name: str, owned: frozenset[str], plan: tuple, catchall: bool = False
-    ) -> None:
+    def _delete_dispatch_rules(self, table, family: str, name: str, present) -> bool:
+        """Delete the dispatch rules of an interface's chains by their exact entries (libiptc
+        finds them; no rule is read into Python). False when some other rule still leads to
+        one of the chains: then only reading every dispatch rule finds it."""
+        for chain in present:
+            kind = chain.rsplit("-", 1)[1]
+            token = chain[len("nmz-if-") : -len(kind) - 1]
+            dispatch_chain, direction = DISPATCH[kind]
+            if token.startswith("~") or not table.is_chain(dispatch_chain):
+                return False  # a hashed token does not give the interface name back
+            entry = self.entries.dispatch(family, chain, direction, token)
+            mask = (ctypes.c_ubyte * len(entry))(*([0xFF] * len(entry)))
+            while True:
+                try:
+                    table.delete_entry(dispatch_chain, entry, mask)
+                except self.iptc.IPTCError:
+                    break
+        references = ctypes.c_uint(0)
+        for chain in present:
+            table._iptc.iptc_get_references(ctypes.byref(references), chain.encode(), table._handle)
+            if references.value:
+                return False
+        return True
+
+    def _delete_by_scan(self, table, name: str, owned, catchall: bool) -> dict[str, list[str]]:
+        """Delete every dispatch rule that leads to an owned chain (and the catch-all's
+        RETURN rules); returns the targets left in each dispatch chain, in order."""
+        remaining: dict[str, list[str]] = {}
+        for _, dispatch_chain in HOOKS[name]:
+            if not table.is_chain(dispatch_chain):
+                continue
+            targets = self._targets(table, dispatch_chain)
+            ours = [t in owned or (catchall and t == "RETURN") for t in targets]
+            self._delete_rules(table, dispatch_chain, [i for i, mine in enumerate(ours) if mine])
+            remaining[dispatch_chain] = [
+                t for t, mine in zip(targets, ours, strict=True) if not mine
+            ]
+        return remaining
+
+    def _position(self, table, chain: str, section: int) -> int | None:
+        """Where a dispatch rule of `section` goes (None: at the end), reading only the
+        forward-out rules at the top of the chain."""
+        if section == SECTION_CATCHALL:
+            return None
+        if section == SECTION_OUT:
+            return 0
+        position = 0
+        entry = table.first_rule(chain)
+        while entry and _target_name(table, entry).endswith("-fout"):
+            position += 1
+            entry = table.next_rule(entry)
+        return position
+
+    def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
         chains = plan[0]
         # build what is missing before taking the lock: other writers wait less
         self.entries.ensure(family, (spec for _, specs in chains for spec in specs))
         self._locked_commit(
-            family, name, lambda table: self._edit(table, family, name, owned, plan, catchall)
+            family, name, lambda table: self._edit(table, family, name, owned, plan)
         )
 
     def _locked_commit(self, family: str, name: str, edit) -> None:
@@ -192,7 +242,6 @@ class Netfilter:
         """Put a compiled.KernelPlan in place; tables the interface used before but no
         longer needs are cleaned (all tables are checked when `previous_tables` is unknown)."""
         owned = owned_chains(plan.interface)
-        catchall = plan.interface is None
         for family in FAMILIES:
             for name in TABLE_ORDER:
                 table_plan = plan.tables.get((family, name))
@@ -202,20 +251,17 @@ class Netfilter:
                     if not _table_loaded(family, name):
                         continue
                     table_plan = NO_CHANGE
-                self._commit_table(family, name, owned, table_plan, catchall)
+                self._commit_table(family, name, owned, table_plan)
         if plan.forwarding:
             enable_ipv4_forwarding()
 
     def remove(
         self, interface: str | None, previous_tables: set[tuple[str, str]] | None = None
     ) -> None:
-        self.remove_chains(owned_chains(interface), previous_tables, interface is None)
+        self.remove_chains(owned_chains(interface), previous_tables)
 
     def remove_chains(
-        self,
-        owned: frozenset[str],
-        previous_tables: set[tuple[str, str]] | None = None,
-        catchall: bool = False,
+        self, owned: frozenset[str], previous_tables: set[tuple[str, str]] | None = None
     ) -> None:
         """Remove the given chains and the dispatch rules leading to them; filter first."""
         for family in FAMILIES:
@@ -223,7 +269,7 @@ class Netfilter:
                 if previous_tables is not None and (family, name) not in previous_tables:
                     continue
                 if _table_loaded(family, name):
-                    self._commit_table(family, name, owned, NO_CHANGE, catchall)
+                    self._commit_table(family, name, owned, NO_CHANGE)
 
     def interface_tokens(self) -> set[str]:
         """The interface part of every `nmz-if-TOKEN-KIND` chain in the kernel."""
@@ -258,6 +304,20 @@ class Netfilter:
         for chain in ours:
             table.delete_chain(chain)
         return True
+
+
+def _target_name(table, entry) -> str:
+    target = table.get_target(entry)
+    return target.decode() if isinstance(target, bytes) else (target or "")
+
+
+def _position_in(targets: list[str], section: int) -> int:
+    if section == SECTION_CATCHALL:
+        return len(targets)
+    if section == SECTION_OUT:
+        return 0
+    # after the forward-out rules, which stay at the top
+    return sum(1 for t in targets if t.endswith("-fout"))
 
 
 def _is_eagain(error: Exception) -> bool:

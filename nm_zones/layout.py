@@ -19,6 +19,16 @@ SECTION_OUT, SECTION_IFACE, SECTION_CATCHALL = 0, 1, 2
 # An interface's chains, `nmz-if-IFACE-KIND`: no kind's `-KIND` ends another's.
 CHAIN_KINDS = ("in", "fwd", "fout", "pre", "post", "raw")
 CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
+# Chain kind -> the dispatch chain whose rule leads to it, and whether that rule matches the
+# interface packets come in on (-i) or go out of (-o).
+DISPATCH = {
+    "in": ("nmz-input", "in"),
+    "fwd": ("nmz-forward", "in"),
+    "fout": ("nmz-forward", "out"),
+    "pre": ("nmz-pre", "in"),
+    "post": ("nmz-post", "out"),
+    "raw": ("nmz-raw", "in"),
+}
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 LOG_PREFIX_MAX = 29
 # IP protocols a zone or service may open as a whole, by the names iptables prints.

@@ -15,7 +15,7 @@ import os
 from .locks import file_lock
 
 STATE_FILE = "state"
-STATE_VERSION = 2
+STATE_VERSION = 3
 LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
@@ -99,24 +99,37 @@ class State:
         self.catchall_digest = catchall_digest
 
     def as_dict(self) -> dict:
-        """The state as plain values (what the file holds, and `status --json` shows)."""
+        """The state as plain values, for `status --json` and tests."""
         return {
-            "version": STATE_VERSION,
             "catchall": {"zone": self.catchall_zone, "digest": self.catchall_digest},
             "interfaces": {name: b.as_dict() for name, b in sorted(self.interfaces.items())},
         }
 
+    def dumps(self) -> bytes:
+        """The file: each binding as a tuple in __slots__ order (the field names are written
+        too: a file whose fields differ is not read)."""
+        return marshal.dumps(
+            (
+                STATE_VERSION,
+                Binding.__slots__,
+                (self.catchall_zone, self.catchall_digest),
+                {
+                    name: tuple([getattr(b, field) for field in Binding.__slots__])
+                    for name, b in self.interfaces.items()
+                },
+            )
+        )
+
     @classmethod
-    def from_dict(cls, data: dict) -> State:
-        if data.get("version") != STATE_VERSION:
-            raise ValueError(f"state version {data.get('version')!r}")
-        fields = set(Binding.__slots__)
-        interfaces = {
-            name: Binding(**{k: v for k, v in entry.items() if k in fields})
-            for name, entry in data.get("interfaces", {}).items()
+    def loads(cls, data: bytes) -> State:
+        version, fields, catchall, interfaces = marshal.loads(data)
+        if version != STATE_VERSION or fields != Binding.__slots__:
+            raise ValueError(f"state file of another version ({version})")
+        bindings = {
+            name: Binding(**dict(zip(fields, values, strict=True)))
+            for name, values in interfaces.items()
         }
-        catchall = data.get("catchall", {})
-        return cls(interfaces, catchall.get("zone", ""), catchall.get("digest", ""))
+        return cls(bindings, *catchall)
 
 
 class StateDir:
@@ -132,7 +145,7 @@ class StateDir:
     def load(self) -> State:
         try:
             with open(self.file(STATE_FILE), "rb") as stream:
-                return State.from_dict(marshal.loads(stream.read()))
+                return State.loads(stream.read())
         except FileNotFoundError:
             return State()
         except (ValueError, TypeError, AttributeError, EOFError, KeyError):
@@ -143,7 +156,7 @@ class StateDir:
     def save(self, state: State) -> None:
         from .quick import QUICK_FILE, quick_index
 
-        write_atomically(self.file(STATE_FILE), marshal.dumps(state.as_dict()))
+        write_atomically(self.file(STATE_FILE), state.dumps())
         write_atomically(self.file(QUICK_FILE), quick_index(state.interfaces))
 
     def locked(self, wait: float = LOCK_WAIT_SECONDS):
