@@ -239,6 +239,30 @@ def test_remove_leaves_no_trace_of_the_interface(lab):
             ), line
 
 
+def test_extra_rules_leading_to_an_interface_chain_do_not_block_a_switch(lab):
+    """nm-zones deletes an interface's dispatch rules by their exact entries; a rule that
+    someone added in a dispatch chain with other matches (or a duplicate) is found by
+    reading the chain, so the switch and the removal still leave nothing behind."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    for tool in ("iptables-legacy", "ip6tables-legacy"):
+        lab.shell(
+            f"{tool} -A nmz-input -i {link.name} -p tcp -j nmz-if-{link.name}-in;"
+            f" {tool} -I nmz-forward -i {link.name} -j nmz-if-{link.name}-fwd"
+        )
+    lab.nm_zones("apply", link.name, "public")
+    for family in ("ipv4", "ipv6"):
+        leading = [line for line in filter_rules(lab, family) if f"-j nmz-if-{link.name}-" in line]
+        assert sorted(leading) == [
+            f"-A nmz-forward -i {link.name} -j nmz-if-{link.name}-fwd",
+            f"-A nmz-input -i {link.name} -j nmz-if-{link.name}-in",
+        ], family
+    assert "kernel: in place" in lab.nm_zones("status").stdout
+    lab.nm_zones("remove", link.name)
+    for family in ("ipv4", "ipv6"):
+        assert not [line for line in filter_rules(lab, family) if link.name in line]
+
+
 def test_remove_command_output_and_status(lab):
     link = lab.add_link()
     out = lab.nm_zones("apply", link.name, "work").stdout
