@@ -34,9 +34,10 @@ def _library_dirs() -> list[str]:
 def locate_libraries() -> dict[str, str]:
     """Short library name -> path, for libip4tc, libip6tc, libxtables, libc and libxtwrapper."""
     found: dict[str, str] = {}
+    prefixes = tuple(f"lib{short}.so" for short in _LIBRARIES)
     for directory in _library_dirs():
-        try:
-            names = os.listdir(directory)
+        try:  # one pass over what can be thousands of names
+            names = [n for n in os.listdir(directory) if n.startswith(prefixes)]
         except OSError:
             continue
         for short in _LIBRARIES:

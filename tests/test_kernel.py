@@ -388,3 +388,43 @@ def test_commands_that_change_the_kernel_need_root(lab):
     )
     assert result.returncode == 1
     assert "run it as root" in result.stderr
+
+
+# -- importing python-iptables ---------------------------------------------------------
+
+IMPORT_CHECK = """
+import sys
+{before}
+from nm_zones.iptc_env import import_iptc
+
+iptc = import_iptc()
+left = {{"re", "subprocess", "shlex", "socket", "enum", "distutils"}} & set(sys.modules)
+rule = iptc.Rule()
+rule.protocol = "tcp"
+match = rule.create_match("tcp")
+match.dport = "22"
+assert match.get_all_parameters() == {{"dport": ["22"]}}  # parsing back uses re
+import re
+assert type(re).__name__ == "module" and hasattr(re, "__file__")
+print(sorted(left), iptc.ip4tc.re is re)
+"""
+
+
+@pytest.mark.parametrize(
+    "before, expected",
+    [("", "[] False"), ("import re, subprocess", "['enum', 're', 'subprocess'] True")],
+)
+def test_iptc_import_stand_ins_are_gone_afterwards(before, expected):
+    """While iptc imports, re/shlex/subprocess/socket are stand-ins; afterwards nothing of
+    them is left in sys.modules, modules imported before are the ones iptc uses, and the
+    lazy re still parses (as installed: python -S, no .pth files)."""
+    from nm_zones.install import package_paths
+
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", IMPORT_CHECK.format(before=before)],
+        env={"PYTHONPATH": ":".join(package_paths()), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected

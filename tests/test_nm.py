@@ -234,6 +234,38 @@ def test_hook_applies_zone_from_keyfile_and_removes_on_down(lab, tmp_path):
     assert "nmz-if-vz1" not in lab.save("ipv4")
 
 
+def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
+    """Every event is a new process: once the config is compiled, switching a zone loads
+    neither the YAML, the dataclass model, the compiler, json nor re (README, Performance).
+    Run as installed: `python -S`, the package folders given, no .pth files."""
+    from nm_zones.install import package_paths
+
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    env = {
+        "CONNECTION_UUID": "1234",
+        "CONNECTION_ID": "lan",
+        "CONNECTION_FILENAME": str(keyfile),
+        "PYTHONPATH": ":".join(package_paths()),
+    }
+    argv = [sys.executable, "-S", "-X", "importtime", HOOK, link.name]
+    imported = {}
+    for zone, action in (("home", "up"), ("public", "reapply"), ("home", "reapply")):
+        keyfile.write_text(f"[connection]\nid=lan\nuuid=1234\ntype=ethernet\nzone={zone}\n")
+        result = lab.run(lab.zoned, [*argv, action], check=False, **env)
+        assert result.returncode == 0, result.stderr
+        imported[zone, action] = {
+            line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line
+        }
+        assert f"-A nmz-input -i {link.name} -j nmz-if-{link.name}-in" in lab.save("ipv6")
+    assert {"yaml", "nm_zones.config", "iptc"} <= imported["home", "up"]  # compiles, once
+    for switch in (("public", "reapply"), ("home", "reapply")):
+        assert "iptc" in imported[switch]
+        heavy = {"yaml", "dataclasses", "json", "re", "enum", "subprocess", "pickle"}
+        heavy |= {"nm_zones.model", "nm_zones.config", "nm_zones.compile", "nm_zones.rules"}
+        assert not heavy & imported[switch], heavy & imported[switch]
+
+
 @pytest.mark.parametrize("name", ['Café ☕ "free" wifi', "x" * 5000, "-rf /", "a\nb", "$(reboot)"])
 def test_strange_connection_names(lab, tmp_path, name):
     link = lab.add_link()
