@@ -217,6 +217,37 @@ def _load_and_undo(save_text: str) -> tuple[bytes, bytes]:
     return "\n".join(load).encode(), "\n".join(undo_rules).encode()
 
 
+# What a process pays before doing anything, as installed (`python -S`, package folders on
+# sys.path): each line adds imports to the one before.
+IMPORT_STEPS = (
+    ("python -S, nothing imported", ""),
+    (
+        "+ python-iptables (nm_zones.iptc_env)",
+        "from nm_zones.iptc_env import import_iptc\nimport_iptc()",
+    ),
+    ("+ the event path (engine, kernel)", "import nm_zones.engine, nm_zones.kernel"),
+    ("+ PyYAML", "import yaml"),
+    ("+ the dataclass model and compiler", "import nm_zones.config, nm_zones.compile"),
+    ("+ argparse and the command line", "import nm_zones.cli; nm_zones.cli.build_parser()"),
+)
+
+
+def import_costs(runs: int, env: dict) -> list[str]:
+    """Whole-process medians of IMPORT_STEPS, to show where a reload's time goes."""
+    from nm_zones.install import package_paths
+
+    env = {**env, "PYTHONPATH": ":".join(package_paths())}
+    lines = ["| process | median | min | added |", "|---|---|---|---|"]
+    code, previous = "", 0.0
+    for label, step in IMPORT_STEPS:
+        code += step + "\n"
+        times = [spawn([PYTHON, "-S", "-c", code], env)[0] for _ in range(runs)]
+        median = statistics.median(times)
+        lines.append(f"| {label} | {median:.1f} | {min(times):.1f} | {median - previous:+.1f} |")
+        previous = median
+    return lines
+
+
 def summary(times: list[float]) -> tuple[float, float, float]:
     return statistics.median(times), min(times), max(times)
 
@@ -307,6 +338,8 @@ def inside(runs: int) -> int:
             f"{floor200 / floor:.2f}, {floor200 - floor:.1f} ms more",
             f"peak RSS of the hook process: {bench.peak_rss / 1024:.1f} MiB (target <= 30)",
         ]
+        lines += ["", "where a process's time goes (imports as installed):", ""]
+        lines += import_costs(runs, bench.env)
         print("\n".join(lines))
         checks = [
             statistics.median(results["a"]) <= TARGETS["a"],
