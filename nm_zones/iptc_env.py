@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .lazy import LazyModule
+
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
 _LAZY = ("re", "shlex", "subprocess")
 
@@ -84,36 +86,20 @@ def module_loaded(name: str) -> bool:
         return False
 
 
-class _LazyModule(type(sys)):
-    """Stands in for a module until one of its attributes is used, then is the real one."""
-
-    def __getattr__(self, attribute: str):
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        return getattr(self._real(), attribute)
-
-    def _real(self):
-        if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
-        import importlib
-
-        return importlib.import_module(self.__name__)
-
-
 def _stand_ins(known: dict[str, str]) -> dict:
     """Module name -> stand-in, for the modules not imported yet."""
-    lazy_re = _LazyModule("re")
+    lazy_re = LazyModule("re")
     # iptc compiles one pattern at class creation and only ever passes it to re.findall,
     # which takes the pattern text as well (and caches its compilation).
     lazy_re.compile = lambda pattern, flags=0: pattern
-    lazy_subprocess = _LazyModule("subprocess")  # iptc binds Popen and PIPE when imported
+    lazy_subprocess = LazyModule("subprocess")  # iptc binds Popen and PIPE when imported
     lazy_subprocess.PIPE = -1
-    lazy_subprocess.Popen = lambda *args, **kwargs: lazy_subprocess._real().Popen(*args, **kwargs)
+    lazy_subprocess.Popen = lambda *args, **kwargs: lazy_subprocess.real().Popen(*args, **kwargs)
     ctypes_util = type(sys)("ctypes.util")
     ctypes_util.find_library = lambda name: known.get(name) or _real_find_library(name)
     stand_ins = {
         "re": lazy_re,
-        "shlex": _LazyModule("shlex"),
+        "shlex": LazyModule("shlex"),
         "subprocess": lazy_subprocess,
         "socket": __import__("_socket"),
         "ctypes.util": ctypes_util,

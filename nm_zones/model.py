@@ -6,9 +6,13 @@ touching the kernel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .layout import FAMILIES, IP_PROTOCOLS
+from .lazy import import_deferring
+
+# dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
+# class here has one (lazy.py)
+dataclasses = import_deferring("dataclasses", ("inspect",))
+dataclass, field = dataclasses.dataclass, dataclasses.field
 
 __all__ = ["FAMILIES", "IP_PROTOCOLS", "Problem"]
 
@@ -90,6 +94,8 @@ class PortRange:
 
 @dataclass(frozen=True)
 class Service:
+    """A named set of ports and protocols a zone can open (services.d/NAME.yaml)."""
+
     name: str
     description: str = ""
     ports: tuple[PortRange, ...] = ()
@@ -108,6 +114,8 @@ class Service:
 
 @dataclass(frozen=True)
 class ForwardPort:
+    """Incoming traffic to `port` redirected to another port, or another host (DNAT)."""
+
     port: PortRange
     to_port: int | None = None
     to_addr: str | None = None
@@ -115,6 +123,8 @@ class ForwardPort:
 
 @dataclass(frozen=True)
 class Zone:
+    """A trust level: what an interface in it accepts (zones.d/NAME.yaml)."""
+
     name: str
     description: str = ""
     target: str = "default"
@@ -130,6 +140,8 @@ class Zone:
 
 @dataclass(frozen=True)
 class ConnectionsMap:
+    """Which zone a connection gets when NetworkManager names none (connections-map.yaml)."""
+
     default_zone: str = "public"
     wired_zone: str = ""
     wireless_zone: str = ""
@@ -142,6 +154,8 @@ class ConnectionsMap:
 
 @dataclass(frozen=True)
 class Config:
+    """Everything the compiler needs: zones, the services they use, and the map."""
+
     zones: dict[str, Zone] = field(default_factory=dict)
     services: dict[str, Service] = field(default_factory=dict)
     connections_map: ConnectionsMap = field(default_factory=ConnectionsMap)

@@ -8,20 +8,28 @@ kernel will report back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .digest import fingerprint
 from .layout import HOOKS, SECTION_IFACE, TABLE_ORDER
+from .lazy import import_deferring
+
+# dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
+# class here has one (lazy.py)
+dataclasses = import_deferring("dataclasses", ("inspect",))
+dataclass, field = dataclasses.dataclass, dataclasses.field
 
 
 @dataclass(frozen=True)
 class Match:
+    """An iptables match module and its options, as in `-m tcp --dport 22`."""
+
     name: str
     options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class Rule:
+    """One iptables rule: what it matches and where it jumps."""
+
     target: str
     target_options: tuple[tuple[str, str], ...] = ()
     source: str | None = None
