@@ -5,7 +5,7 @@ compiling cost more than that, so the validated config is reduced once to plain 
 kept in the state directory (marshal): the connections map, and for every zone its rules
 (rules.Rule.spec) with the chain kinds where an interface's chain names go. The file is
 rebuilt whenever any config file or folder changes identity (paths.config_fingerprint), and
-read only when this user wrote it and nobody else can change it.
+read only when this user wrote it and nobody else can change it (paths.trusted_file).
 
 A zone whose file cannot be loaded is compiled here from its stand-in (the shipped
 definition, else `block`); the reason travels with it, so the engine can keep an interface's
@@ -19,7 +19,7 @@ import os
 
 from .ifname import chain_name
 from .layout import CHAIN_KINDS, log_prefix
-from .paths import Paths, config_fingerprint
+from .paths import Paths, config_fingerprint, trusted_file
 
 CACHE_FILE = "compiled"
 CACHE_VERSION = 1
@@ -132,20 +132,11 @@ def cache_key(paths: Paths) -> tuple:
     return (CACHE_VERSION, config_fingerprint(paths))
 
 
-def _trusted(path: str) -> bool:
-    """Only read a file this user wrote and nobody else can change."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return False
-    return info.st_uid == os.geteuid() and not info.st_mode & 0o022
-
-
 def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
     """The compiled config, from the cache when it is current, else from the files."""
     cache_path = os.path.join(paths.state, CACHE_FILE)
     key = cache_key(paths)
-    if use_cache and _trusted(cache_path):
+    if use_cache and trusted_file(cache_path):
         try:
             with open(cache_path, "rb") as stream:
                 data = marshal.loads(stream.read())

@@ -19,6 +19,7 @@ import marshal
 import os
 
 from .layout import IP_PROTOCOLS, NAT_TARGETS
+from .paths import trusted_file
 from .state import write_atomically
 
 ENTRIES_FILE = "entries"
@@ -107,14 +108,21 @@ class Entries:
         self.identity = kernel_identity(iptc)
         self.known: dict[tuple[str, tuple], bytes] = {}
         self.added = False
-        if self.path:
+        self.from_file = False  # some entries came from the file, not from this process
+        if self.path and trusted_file(self.path):
             try:
                 with open(self.path, "rb") as stream:
                     identity, known = marshal.loads(stream.read())
                 if identity == self.identity and isinstance(known, dict):
                     self.known = known
+                    self.from_file = bool(known)
             except (OSError, EOFError, ValueError, TypeError):
                 pass  # none yet, or unreadable: built again as needed
+
+    def forget(self) -> None:
+        """Drop every entry: the kernel refused a commit made of kept entries, which may
+        predate a change the identity does not see (a kernel module updated in place)."""
+        self.known, self.added, self.from_file = {}, True, False
 
     def ensure(self, family: str, specs) -> None:
         """Build, in one go, the entries of `specs` not known yet."""
@@ -139,8 +147,7 @@ class Entries:
     ):
         """`[-i|-o INTERFACE] -j TARGET`, as a ctypes buffer ready for libiptc. A trailing `+`
         in the interface matches every name with that prefix (exempt patterns)."""
-        template = self.entry(family, TEMPLATE)
-        buffer = (ctypes.c_ubyte * len(template)).from_buffer_copy(template)
+        buffer = self.buffer(family, TEMPLATE)
         if family == "ipv4":
             entry = self.iptc.ip4tc.ipt_entry.from_buffer(buffer)
             header = entry.ip
@@ -156,7 +163,22 @@ class Entries:
 
     def buffer(self, family: str, spec: tuple):
         data = self.entry(family, spec)
+        if self.from_file and not self._well_formed(family, data):
+            self.forget()  # a damaged file: libiptc trusts the sizes inside an entry
+            data = self.entry(family, spec)
         return (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
+
+    def _well_formed(self, family: str, data: bytes) -> bool:
+        kind = self.iptc.ip4tc.ipt_entry if family == "ipv4" else self.iptc.ip6tc.ip6t_entry
+        if len(data) < ctypes.sizeof(kind) + ctypes.sizeof(self.iptc.xtables.xt_entry_target):
+            return False
+        entry = kind.from_buffer_copy(data)
+        if entry.next_offset != len(data) or not ctypes.sizeof(kind) <= entry.target_offset:
+            return False
+        if entry.target_offset + ctypes.sizeof(self.iptc.xtables.xt_entry_target) > len(data):
+            return False
+        target = self.iptc.xtables.xt_entry_target.from_buffer_copy(data, entry.target_offset)
+        return target.u.target_size == len(data) - entry.target_offset
 
     def save(self, keep=None) -> None:
         """Write the file when entries were built; `keep(family, spec)` says which to keep

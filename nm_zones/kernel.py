@@ -39,6 +39,10 @@ REFUSE_NETNS_ENV = "NM_ZONES_REFUSE_NETNS"
 NO_CHANGE = ((), ())  # a table plan that removes an interface's chains and dispatch rules
 
 
+class CommitRefused(KernelError):
+    """libiptc or the kernel refused a table (not: the lock could not be had)."""
+
+
 def current_netns() -> str:
     info = os.stat("/proc/self/ns/net")
     return f"{info.st_dev}:{info.st_ino}"
@@ -209,12 +213,20 @@ class Netfilter:
         return position
 
     def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
-        chains = plan[0]
+        """Commit one table; when the kernel refuses entries kept from earlier runs, build
+        them afresh and try once more."""
+        specs = [spec for _, chain_specs in plan[0] for spec in chain_specs]
         # build what is missing before taking the lock: other writers wait less
-        self.entries.ensure(family, (spec for _, specs in chains for spec in specs))
-        self._locked_commit(
-            family, name, lambda table: self._edit(table, family, name, owned, plan)
-        )
+        self.entries.ensure(family, specs)
+        edit = lambda table: self._edit(table, family, name, owned, plan)  # noqa: E731
+        try:
+            self._locked_commit(family, name, edit)
+        except CommitRefused:
+            if not self.entries.from_file:
+                raise
+            self.entries.forget()
+            self.entries.ensure(family, specs)
+            self._locked_commit(family, name, edit)
 
     def _locked_commit(self, family: str, name: str, edit) -> None:
         """Read a table, `edit(table)` it and commit (unless edit says there is nothing to
@@ -229,11 +241,11 @@ class Netfilter:
                     return
                 except self.iptc.XTablesError as error:
                     table.refresh()
-                    raise KernelError(f"{family} {name}: {error}") from None
+                    raise CommitRefused(f"{family} {name}: {error}") from None
                 except self.iptc.IPTCError as error:
                     table.refresh()  # drops what was pending
                     if not _is_eagain(error):
-                        raise KernelError(f"{family} {name}: {error}") from None
+                        raise CommitRefused(f"{family} {name}: {error}") from None
                     if attempt == COMMIT_ATTEMPTS - 1:
                         raise KernelError(f"{family} {name}: kept changing under us") from None
             time.sleep(0.002 * 2**attempt)

@@ -87,3 +87,13 @@ def config_fingerprint(paths: Paths) -> tuple:
         except OSError:
             entries.append((path, None))
     return (os.geteuid() == 0, paths.shipped, paths.config, tuple(entries))
+
+
+def trusted_file(path: str) -> bool:
+    """True for a file this user owns and nobody else can change: only such files in the
+    state directory are read back (what they hold decides the firewall)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return info.st_uid == os.geteuid() and not info.st_mode & 0o022

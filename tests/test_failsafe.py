@@ -216,6 +216,78 @@ def test_gc_removes_chains_nobody_owns(lab):
 # -- 6. concurrency and interruption -------------------------------------------------------
 
 
+# -- the kernel entries kept in the state directory -----------------------------------
+
+
+def _rewrite_entries(lab, change, mode: int = 0o600) -> int:
+    """Apply `change(family, spec, data) -> data` to every kept entry; how many changed."""
+    import marshal
+
+    path = os.path.join(lab.state_dir, "entries")
+    with open(path, "rb") as stream:
+        identity, known = marshal.loads(stream.read())
+    changed = 0
+    for key, data in known.items():
+        new = change(*key, data)
+        changed += new != data
+        known[key] = new
+    with open(path, "wb") as stream:
+        stream.write(marshal.dumps((identity, known)))
+    os.chmod(path, mode)
+    return changed
+
+
+def test_entries_the_kernel_refuses_are_built_again(lab):
+    """A kept entry the kernel no longer takes (here: a match it does not know) costs a
+    rebuild, not a failed event."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("apply", link.name, "work")  # home's and work's entries are kept
+    assert _rewrite_entries(lab, lambda f, s, d: d.replace(b"conntrack", b"nosuchmtc")) > 0
+    lab.nm_zones("apply", link.name, "home")
+    assert chain(lab, link.name) == planned(link.name, "home")
+    assert chain(lab, link.name, "ipv6") == planned(link.name, "home", "ipv6")
+    assert "kernel: in place" in lab.nm_zones("status").stdout
+    assert _rewrite_entries(lab, lambda f, s, d: d) == 0
+    with open(os.path.join(lab.state_dir, "entries"), "rb") as stream:
+        assert b"nosuchmtc" not in stream.read()
+
+
+def test_damaged_entries_are_built_again_not_handed_to_libiptc(lab):
+    """libiptc trusts the sizes written inside an entry: an entry whose sizes do not add up
+    is never handed over (a damaged file would crash the event, or worse)."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("apply", link.name, "work")
+    assert _rewrite_entries(lab, lambda f, s, d: d[:-8]) > 0
+    lab.nm_zones("apply", link.name, "home")
+    assert chain(lab, link.name) == planned(link.name, "home")
+    assert "kernel: in place" in lab.nm_zones("status").stdout
+
+
+def test_entries_others_could_have_written_are_not_used(lab):
+    """The entries decide the firewall: a file that is group or world writable is ignored
+    (here it would turn every REJECT into an ACCEPT)."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("apply", link.name, "work")
+    accept = {}
+
+    def reject_to_accept(family, spec, data):
+        if spec[0] == "ACCEPT" and not spec[5] and not spec[4]:
+            accept[family] = data
+        return data
+
+    _rewrite_entries(lab, reject_to_accept)
+    changed = _rewrite_entries(
+        lab, lambda f, s, d: accept[f] if s[0] == "REJECT" else d, mode=0o666
+    )
+    assert changed > 0
+    lab.nm_zones("apply", link.name, "home")
+    assert chain(lab, link.name) == planned(link.name, "home")
+    assert chain(lab, link.name, "ipv6") == planned(link.name, "home", "ipv6")
+
+
 def _rule_set(lab) -> dict[str, list[str]]:
     """Every rule and user chain (counters aside; which empty tables happen to be loaded in
     the kernel does not matter)."""
