@@ -128,8 +128,25 @@ class CompiledConfig:
         return found
 
 
+# The modules whose code decides what is compiled: a changed nm-zones rebuilds the cache.
+COMPILER_MODULES = ("config.py", "compile.py", "compiled.py", "layout.py", "model.py", "rules.py")
+
+
+def code_identity(names: tuple[str, ...]) -> tuple:
+    """(name, size, mtime) of nm-zones' own modules, by their files next to this one."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    identity = []
+    for name in names:
+        try:
+            info = os.stat(os.path.join(here, name))
+            identity.append((name, info.st_size, info.st_mtime_ns))
+        except OSError:
+            identity.append((name, None))
+    return tuple(identity)
+
+
 def cache_key(paths: Paths) -> tuple:
-    return (CACHE_VERSION, config_fingerprint(paths))
+    return (CACHE_VERSION, code_identity(COMPILER_MODULES), config_fingerprint(paths))
 
 
 def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:

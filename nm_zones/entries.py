@@ -39,7 +39,10 @@ def kernel_identity(iptc) -> tuple:
     except OSError:
         library_id = (library,)
     version = getattr(getattr(iptc, "version", None), "__version__", "")
-    return (ENTRIES_VERSION, system.release, system.version, version, library_id)
+    from .compiled import code_identity
+
+    code = code_identity(("entries.py", "layout.py"))
+    return (ENTRIES_VERSION, system.release, system.version, version, library_id, code)
 
 
 def build_entry(iptc, family: str, spec: tuple) -> bytes:
