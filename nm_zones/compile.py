@@ -17,15 +17,12 @@ from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
     FAMILIES,
-    LOG_PREFIX_MAX,
     SECTION_CATCHALL,
     SECTION_OUT,
     log_prefix,
 )
 from .model import ICMP_TYPES, Config, PortRange, Service, Zone
 from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
-
-__all__ = ["CATCHALL_CHAINS", "CHAIN_KINDS", "LOG_PREFIX_MAX", "compile_interface", "log_prefix"]
 
 ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}
 ICMP_MATCH = {"ipv4": ("icmp", "icmp-type"), "ipv6": ("icmp6", "icmpv6-type")}

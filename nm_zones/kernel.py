@@ -8,6 +8,10 @@ admin's rules, policies) is written back exactly as it was read, counters includ
 
 Order of commits: raw, nat, then filter when applying, so that the filter table, which decides,
 changes last; filter first when removing, so the catch-all takes over before NAT goes away.
+
+It works on plain plans (compiled.KernelPlan: chain names, rule specs, dispatch rules) and
+commits each rule as the entry python-iptables built for it (entries.py), through
+python-iptables' Table: append_entry, insert_entry, delete_entry, commit.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import subprocess
 
-from .rules import HOOKS, Ruleset
+from .layout import HOOKS
+from .rules import Ruleset
 
 SAVE_COMMANDS = {"ipv4": "iptables-legacy-save", "ipv6": "ip6tables-legacy-save"}
 

@@ -443,9 +443,9 @@ interface_names = st.text(
 @settings(max_examples=300, deadline=None)
 @given(first=interface_names, second=interface_names)
 def test_chain_names_fit_and_never_collide(first, second):
-    from nm_zones.compile import CHAIN_KINDS
     from nm_zones.errors import UsageError
     from nm_zones.ifname import chain_name, check_interface
+    from nm_zones.layout import CHAIN_KINDS
 
     names = []
     for name in (first, second):
@@ -465,7 +465,7 @@ def test_chain_names_fit_and_never_collide(first, second):
 @settings(max_examples=200, deadline=None)
 @given(zone=st.from_regex(r"[A-Za-z0-9_-]{1,17}", fullmatch=True), interface=interface_names)
 def test_log_prefix_fits_iptables_and_keeps_the_interface(zone, interface):
-    from nm_zones.compile import LOG_PREFIX_MAX, log_prefix
+    from nm_zones.layout import LOG_PREFIX_MAX, log_prefix
 
     prefix = log_prefix(zone, interface)
     assert len(prefix) <= LOG_PREFIX_MAX
