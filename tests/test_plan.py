@@ -152,3 +152,31 @@ def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
         applied = _chains_of(lab.save(family))
         catchall = [line for line in applied if "nmz-default" in line or "-j RETURN" in line]
         assert sorted(set(applied) - set(catchall)) == _plan_rules(text), family
+
+
+@pytest.mark.parametrize("interface", ["eth0", "wlp3s0", "we@ird#n&me", "a-b.c_d"])
+def test_compiled_zone_instantiated_for_an_interface_is_its_plan(tmp_path, interface):
+    """What an event commits comes from compiled.py: every zone compiled once for a stand-in
+    name, then instantiated per interface (chain names, dispatch rules, log prefixes). It
+    must be exactly the Ruleset `plan` shows, for every zone and for odd names too."""
+    from nm_zones.compile import compile_interface
+    from nm_zones.compiled import CompiledConfig, build, instantiate
+    from nm_zones.config import load
+    from nm_zones.paths import Paths
+    from nm_zones.rules import Ruleset
+
+    os.makedirs(tmp_path / "zones.d")
+    (tmp_path / "zones.d" / "kitchen-sink.yaml").write_text(CUSTOM_ZONE)
+    paths = Paths(config=str(tmp_path))
+    loaded = load(paths)
+    compiled = CompiledConfig({**build(loaded, paths), "key": ()})
+    for name, zone in loaded.config.zones.items():
+        expected = compile_interface(interface, zone, loaded.config)
+        plan = instantiate(compiled.zone(name), interface)
+        got = Ruleset.from_kernel_tables(interface, name, plan.tables)
+        for family in ("ipv4", "ipv6"):
+            assert got.save_text(family) == expected.save_text(family), (name, family)
+        assert plan.forwarding == expected.needs_forwarding
+        assert sorted(plan.tables) == sorted(
+            (f, t) for f, tables in expected.tables.items() for t in tables
+        )
