@@ -188,7 +188,9 @@ class Entries:
         (the compiled config's rules, so that entries of old configs do not pile up)."""
         if not self.added or not self.path:
             return
-        known = {k: v for k, v in self.known.items() if keep is None or keep(*k)}
+        known = {
+            k: v for k, v in self.known.items() if keep is None or k[1] == TEMPLATE or keep(*k)
+        }
         try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
             write_atomically(self.path, marshal.dumps((self.identity, known)), 0o600)
         except OSError:
