@@ -249,15 +249,21 @@ def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
         "PYTHONPATH": ":".join(package_paths()),
     }
     argv = [sys.executable, "-S", "-X", "importtime", HOOK, link.name]
-    imported = {}
+    imported, entries_file = {}, os.path.join(lab.state_dir, "entries")
     for zone, action in (("home", "up"), ("public", "reapply"), ("home", "reapply")):
         keyfile.write_text(f"[connection]\nid=lan\nuuid=1234\ntype=ethernet\nzone={zone}\n")
+        kept = os.stat(entries_file) if os.path.exists(entries_file) else None
         result = lab.run(lab.zoned, [*argv, action], check=False, **env)
         assert result.returncode == 0, result.stderr
         imported[zone, action] = {
             line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line
         }
         assert f"-A nmz-input -i {link.name} -j nmz-if-{link.name}-in" in lab.save("ipv6")
+    # home's entries were kept by the first event: the last one built and wrote nothing
+    assert (os.stat(entries_file).st_ino, os.stat(entries_file).st_mtime_ns) == (
+        kept.st_ino,
+        kept.st_mtime_ns,
+    )
     assert {"yaml", "nm_zones.config", "iptc"} <= imported["home", "up"]  # compiles, once
     for switch in (("public", "reapply"), ("home", "reapply")):
         assert "iptc" in imported[switch]
