@@ -361,7 +361,7 @@ def inside(runs: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=20, help="runs per figure (default 20)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
