@@ -4,8 +4,10 @@ python-iptables builds a rule by parsing each option with libxtables, which load
 extension's shared library: about half a millisecond a rule, most of an event's work. An
 entry depends only on the rule and on the kernel and libraries that built it, so entries are
 kept in the state directory, keyed by the rule's spec (rules.Rule.spec), and an event builds
-only the rules it has never seen. The file is dropped when the kernel, libxtables or
-python-iptables changes.
+only the rules it has never seen. The file is not used when the kernel, libxtables,
+python-iptables or this module changes, nor when anyone but root could have written it; a
+damaged entry is never handed to libiptc, and entries the kernel refuses are built afresh
+(kernel.py).
 
 Dispatch rules (`-i IFACE -j nmz-if-IFACE-in`) name the interface and the chain, so they are
 not kept: each is a copy of one template entry per family, built by python-iptables, with
