@@ -136,9 +136,8 @@ class Netfilter:
                     table.create_chain(dispatch_chain)
                 if dispatch_chain not in self._targets(table, builtin):
                     table.insert_entry(builtin, entries.dispatch(family, dispatch_chain), 0)
-        remaining = None
         if catchall or not self._delete_dispatch_rules(table, family, name, present):
-            remaining = self._delete_by_scan(table, name, owned, catchall)
+            self._delete_by_scan(table, name, owned, catchall)
         wanted = {chain for chain, _ in chains}
         for chain in present:
             table.flush_entries(chain)
@@ -151,12 +150,7 @@ class Netfilter:
                 table.append_entry(chain, entries.buffer(family, spec))
         for dispatch_chain, section, direction, interface, target in dispatch:
             entry = entries.dispatch(family, target, direction, interface)
-            if remaining is None:
-                position = self._position(table, dispatch_chain, section)
-            else:
-                targets = remaining.setdefault(dispatch_chain, [])
-                position = _position_in(targets, section)
-                targets.insert(position, target)
+            position = self._position(table, dispatch_chain, section)
             if position is None:
                 table.append_entry(dispatch_chain, entry)
             else:
@@ -187,24 +181,22 @@ class Netfilter:
                 return False
         return True
 
-    def _delete_by_scan(self, table, name: str, owned, catchall: bool) -> dict[str, list[str]]:
+    def _delete_by_scan(self, table, name: str, owned, catchall: bool) -> None:
         """Delete every dispatch rule that leads to an owned chain (and the catch-all's
-        RETURN rules); returns the targets left in each dispatch chain, in order."""
-        remaining: dict[str, list[str]] = {}
+        RETURN rules), reading each dispatch chain's targets."""
         for _, dispatch_chain in HOOKS[name]:
             if not table.is_chain(dispatch_chain):
                 continue
             targets = self._targets(table, dispatch_chain)
-            ours = [t in owned or (catchall and t == "RETURN") for t in targets]
-            self._delete_rules(table, dispatch_chain, [i for i, mine in enumerate(ours) if mine])
-            remaining[dispatch_chain] = [
-                t for t, mine in zip(targets, ours, strict=True) if not mine
+            doomed = [
+                i for i, t in enumerate(targets) if t in owned or (catchall and t == "RETURN")
             ]
-        return remaining
+            self._delete_rules(table, dispatch_chain, doomed)
 
     def _position(self, table, chain: str, section: int) -> int | None:
         """Where a dispatch rule of `section` goes (None: at the end), reading only the
-        forward-out rules at the top of the chain."""
+        forward-out rules at the top of the chain as the table holds it now (rules deleted
+        and inserted in this commit included)."""
         if section == SECTION_CATCHALL:
             return None
         if section == SECTION_OUT:
@@ -325,15 +317,6 @@ class Netfilter:
 def _target_name(table, entry) -> str:
     target = table.get_target(entry)
     return target.decode() if isinstance(target, bytes) else (target or "")
-
-
-def _position_in(targets: list[str], section: int) -> int:
-    if section == SECTION_CATCHALL:
-        return len(targets)
-    if section == SECTION_OUT:
-        return 0
-    # after the forward-out rules, which stay at the top
-    return sum(1 for t in targets if t.endswith("-fout"))
 
 
 def _is_eagain(error: Exception) -> bool:
