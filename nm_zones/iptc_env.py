@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .lazy import LazyModule
+from .lazy import LazyModule, StandIns
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
 _LAZY = ("re", "shlex", "subprocess")
@@ -87,7 +87,7 @@ def module_loaded(name: str) -> bool:
 
 
 def _stand_ins(known: dict[str, str]) -> dict:
-    """Module name -> stand-in, for the modules not imported yet."""
+    """Module name -> what stands in for it while iptc imports."""
     lazy_re = LazyModule("re")
     # iptc compiles one pattern at class creation and only ever passes it to re.findall,
     # which takes the pattern text as well (and caches its compilation).
@@ -95,9 +95,9 @@ def _stand_ins(known: dict[str, str]) -> dict:
     lazy_subprocess = LazyModule("subprocess")  # iptc binds Popen and PIPE when imported
     lazy_subprocess.PIPE = -1
     lazy_subprocess.Popen = lambda *args, **kwargs: lazy_subprocess.real().Popen(*args, **kwargs)
-    ctypes_util = type(sys)("ctypes.util")
-    ctypes_util.find_library = lambda name: known.get(name) or _real_find_library(name)
-    stand_ins = {
+    ctypes_util = LazyModule("ctypes.util")
+    ctypes_util.find_library = lambda name: known.get(name) or ctypes_util.real().find_library(name)
+    return {
         "re": lazy_re,
         "shlex": LazyModule("shlex"),
         "subprocess": lazy_subprocess,
@@ -106,15 +106,6 @@ def _stand_ins(known: dict[str, str]) -> dict:
         "distutils": None,  # iptc falls back to sysconfig
         "distutils.sysconfig": None,
     }
-    return {name: module for name, module in stand_ins.items() if name not in sys.modules}
-
-
-def _real_find_library(name: str):
-    if "ctypes.util" in sys.modules and not hasattr(sys.modules["ctypes.util"], "__file__"):
-        del sys.modules["ctypes.util"]
-    import ctypes.util as real
-
-    return real.find_library(name)
 
 
 def _preload_util():
@@ -180,23 +171,20 @@ def import_iptc():
     shims = [f for f in sys.meta_path if type(f).__module__ == "_distutils_hack"]
     for shim in shims:
         sys.meta_path.remove(shim)
-    stand_ins = _stand_ins(known)
-    sys.modules.update(stand_ins)
-    if "ctypes.util" in stand_ins:
-        ctypes.util = stand_ins["ctypes.util"]
+    replacements = StandIns(_stand_ins(known))
     try:
-        util = _preload_util()
-        if util is None or not _swap_util_functions(util, known):
-            sys.modules.pop("iptc.util", None)
-            for name in _LAZY:  # a plain import, with the real modules
-                if name in stand_ins:
-                    del sys.modules[name]
-        import iptc
+        with replacements as stand_ins:
+            if "ctypes.util" in stand_ins:
+                ctypes.util = stand_ins["ctypes.util"]
+            util = _preload_util()
+            if util is None or not _swap_util_functions(util, known):
+                sys.modules.pop("iptc.util", None)
+                for name in _LAZY:  # a plain import, with the real modules
+                    if name in stand_ins:
+                        del sys.modules[name]
+            import iptc
     finally:
         sys.meta_path[0:0] = shims
-        for name, module in stand_ins.items():
-            if name in sys.modules and sys.modules[name] is module:
-                del sys.modules[name]
-        if getattr(ctypes, "util", None) is stand_ins.get("ctypes.util", False):
+        if getattr(ctypes, "util", None) is replacements.modules.get("ctypes.util", False):
             del ctypes.util
     return iptc

@@ -31,16 +31,28 @@ class LazyModule(type(sys)):
         return importlib.import_module(self.__name__)
 
 
+class StandIns:
+    """`with StandIns({name: module, ...}):` while the block runs, each module not imported
+    yet is its stand-in (None: the import fails); afterwards the stand-ins still in place
+    leave sys.modules. Entered, it gives the stand-ins it put in place."""
+
+    def __init__(self, modules: dict):
+        self.modules = {name: m for name, m in modules.items() if name not in sys.modules}
+
+    def __enter__(self) -> dict:
+        sys.modules.update(self.modules)
+        return self.modules
+
+    def __exit__(self, *exc_info) -> None:
+        for name, module in self.modules.items():
+            if name in sys.modules and sys.modules[name] is module:
+                del sys.modules[name]
+
+
 def import_deferring(name: str, deferred: tuple[str, ...]):
     """Import module `name` while the `deferred` modules it imports but does not need to
     run are stand-ins (those not imported already)."""
-    stand_ins = {d: LazyModule(d) for d in deferred if d not in sys.modules}
-    sys.modules.update(stand_ins)
-    try:
-        import importlib
+    import importlib
 
+    with StandIns({d: LazyModule(d) for d in deferred}):
         return importlib.import_module(name)
-    finally:
-        for deferred_name, stand_in in stand_ins.items():
-            if sys.modules.get(deferred_name) is stand_in:
-                del sys.modules[deferred_name]
