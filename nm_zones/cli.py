@@ -226,7 +226,8 @@ def cmd_apply(args) -> int:
         raise UsageError("nm-zones is disabled (nm-zones enable)")
 
     def action():
-        from .engine import REASON_COMMAND, interface_index
+        from .engine import REASON_COMMAND
+        from .ifname import interface_index
 
         if not interface_index(args.interface):
             raise UsageError(f"no interface named {args.interface!r}")
@@ -272,7 +273,7 @@ def cmd_gc(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from .engine import interface_index
+    from .ifname import interface_index
     from .state import StateDir
     from .verify import kernel_holds
 

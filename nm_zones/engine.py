@@ -12,12 +12,11 @@ binding -> the zone's compiled plan (compiled.py) -> kernel -> state, with the f
 from __future__ import annotations
 
 import time
-from _socket import if_nametoindex
 
 from .compiled import CompiledConfig, ZonePlan, instantiate
 from .digest import fingerprint
 from .errors import UsageError, unknown_zone
-from .ifname import chain_token, check_interface, matches_exempt
+from .ifname import chain_token, check_interface, interface_index, matches_exempt
 from .layout import CHAIN_KINDS
 from .log import Change, record, to_syslog
 from .paths import Paths
@@ -31,14 +30,6 @@ REASON_NM = "nmcli connection.zone"
 def recorded_connection(binding: Binding) -> Connection:
     """The connection as remembered at apply time (the profile may be gone since)."""
     return Connection(binding.connection_uuid, binding.connection_id, binding.connection_type)
-
-
-def interface_index(name: str) -> int:
-    """The kernel's index for the name, 0 when no such interface exists (a cheap check)."""
-    try:
-        return if_nametoindex(name)
-    except OSError:
-        return 0
 
 
 class Engine:

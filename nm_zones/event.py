@@ -50,9 +50,9 @@ def handle(argv: list[str], env: dict) -> int:
         inputs = inputs_key(paths, env)
         if nothing_changed(paths, interface, inputs):
             return 0
-    from .engine import Engine, interface_index
+    from .engine import Engine
     from .errors import ConfigError, KernelError, UsageError
-    from .ifname import matches_exempt
+    from .ifname import interface_index, matches_exempt
     from .resolve import read_connection
 
     engine = Engine(paths)

@@ -8,6 +8,8 @@ interface. Quotes and backslashes would not survive iptables-save text: refused 
 
 from __future__ import annotations
 
+from _socket import if_nametoindex
+
 from .digest import fingerprint
 from .errors import UsageError
 
@@ -64,3 +66,11 @@ def matches_exempt(name: str, patterns: tuple[str, ...]) -> bool:
         elif name == pattern:
             return True
     return False
+
+
+def interface_index(name: str) -> int:
+    """The kernel's index for the name, 0 when no such interface exists (a cheap check)."""
+    try:
+        return if_nametoindex(name)
+    except OSError:
+        return 0

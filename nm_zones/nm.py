@@ -8,9 +8,9 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from .engine import REASON_NM, Engine, interface_index, recorded_connection
+from .engine import REASON_NM, Engine, recorded_connection
 from .errors import UsageError
-from .ifname import matches_exempt
+from .ifname import interface_index, matches_exempt
 from .log import Change
 from .resolve import Connection, read_connection
 from .state import write_atomically

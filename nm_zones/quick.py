@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import marshal
 import os
-from _socket import if_nametoindex
 
 from .digest import fingerprint
+from .ifname import interface_index
 from .paths import Paths, config_fingerprint
 
 QUICK_FILE = "quick"
@@ -59,14 +59,7 @@ def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
     if not key or interface not in bound or bound[interface][0] != key:
         return False
     # a gone interface needs the full run (gc)
-    return all(_index_now(name) == ifindex for name, (_, ifindex) in bound.items())
-
-
-def _index_now(name: str) -> int:
-    try:
-        return if_nametoindex(name)
-    except OSError:
-        return 0
+    return all(interface_index(name) == ifindex for name, (_, ifindex) in bound.items())
 
 
 def quick_index(interfaces: dict) -> bytes:
