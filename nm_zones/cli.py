@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -10,7 +11,8 @@ import time
 from .errors import ConfigError, KernelError, UsageError, unknown_zone
 from .paths import Paths
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DISABLED = 0, 1, 2, 3
+DISABLED = "nm-zones is disabled (nm-zones enable)"
 
 DESCRIPTION = """\
 Network zones for NetworkManager: every network gets a trust level (a zone), and the moment
@@ -31,7 +33,9 @@ examples:
   nm-zones plan eth0 home                 the exact rules apply would commit
   nm-zones status                         what is applied where, and why
 
-exit status: 0 success, 1 failure (not root, degraded, kernel error), 2 bad usage or config
+exit status: 0 success, 1 failure (not root, degraded, kernel error), 2 bad usage or config;
+  status: 0 the kernel holds everything nm-zones should enforce, 1 anything differs, is
+  degraded, applying, removing or missing, 3 nm-zones is disabled
 """
 
 
@@ -204,13 +208,26 @@ def cmd_plan(args) -> int:
 # -- commands that change the firewall ---------------------------------------------------
 
 
-def _run_changes(engine, action) -> int:
-    with engine.state_dir.locked():
-        action()
-    for change in engine.changes:
-        print(change)
-    for warning in engine.warnings:
-        print(f"nm-zones: {warning}", file=sys.stderr)
+def _run_changes(engine, action, refused_while_disabled: str = "") -> int:
+    """Run `action(state)` under the state lock, after engine.prepare (the kernel made to
+    hold what the state says); say every change and warning, even when it fails. While
+    nm-zones is disabled, an interrupted disable is finished first, and the action runs
+    without prepare, or is refused with `refused_while_disabled`."""
+    try:
+        with engine.state_dir.locked():
+            state = engine.state_dir.load()
+            if engine.paths.disabled:
+                engine.finish_disable(state)
+                if refused_while_disabled:
+                    raise UsageError(refused_while_disabled)
+            else:
+                engine.prepare(state)
+            action(state)
+    finally:
+        for change in engine.changes:
+            print(printable(str(change)))
+        for warning in engine.warnings:
+            print(f"nm-zones: {printable(warning)}", file=sys.stderr)
     return EXIT_FAILURE if engine.degraded else EXIT_OK
 
 
@@ -222,18 +239,16 @@ def cmd_apply(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    if engine.paths.disabled:
-        raise UsageError("nm-zones is disabled (nm-zones enable)")
 
-    def action():
+    def action(state):
         from .engine import REASON_COMMAND
         from .ifname import interface_index
 
         if not interface_index(args.interface):
             raise UsageError(f"no interface named {args.interface!r}")
-        engine.apply_interface(args.interface, args.zone, REASON_COMMAND)
+        engine.apply_interface(args.interface, args.zone, REASON_COMMAND, state=state)
 
-    return _run_changes(engine, action)
+    return _run_changes(engine, action, DISABLED)
 
 
 def cmd_remove(args) -> int:
@@ -242,7 +257,7 @@ def cmd_remove(args) -> int:
 
     check_interface(args.interface)
     engine = _engine()
-    return _run_changes(engine, lambda: engine.remove_interface(args.interface))
+    return _run_changes(engine, lambda state: engine.remove_interface(args.interface, state=state))
 
 
 def cmd_reload(args) -> int:
@@ -250,26 +265,34 @@ def cmd_reload(args) -> int:
     from .engine import Engine
 
     engine = Engine(_paths(), use_cache=False)
-    if engine.paths.disabled:
-        raise UsageError("nm-zones is disabled (nm-zones enable)")
     if engine.compiled.problems:
         for problem in engine.compiled.problems:
             print(problem, file=sys.stderr)
         engine.degraded = True
-    return _run_changes(engine, engine.reload)
+    return _run_changes(engine, engine.reload, DISABLED)
 
 
 def cmd_gc(args) -> int:
     _need_root("gc")
     engine = _engine()
 
-    def action():
-        state = engine.state_dir.load()
-        engine.repair(state)
-        engine.collect_garbage(state)
-        engine.collect_orphans(state)
+    def action(state) -> None:
+        if not engine.paths.disabled:
+            engine.collect_orphans(state)
 
     return _run_changes(engine, action)
+
+
+def printable(text: str) -> str:
+    """`text` with control characters escaped: a connection named with a newline cannot
+    forge a line of output."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _kernel_word(held: bool | None) -> str:
+    return {True: "in place", False: "DIFFERS", None: "unknown"}[held]
 
 
 def cmd_status(args) -> int:
@@ -281,11 +304,12 @@ def cmd_status(args) -> int:
     state = StateDir(paths.state).load()
     disabled = paths.disabled
     engine = _engine()
+    root = os.geteuid() == 0
     rows = []
     for name, binding in sorted(state.interfaces.items()):
         usable = engine.usable_zone(binding.zone)
         held = None
-        if usable and os.geteuid() == 0 and binding.status == "applied":
+        if usable and root and binding.status == "applied":
             from .compiled import instantiate
             from .rules import Ruleset
 
@@ -301,22 +325,45 @@ def cmd_status(args) -> int:
                 "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(binding.since)),
                 "status": binding.status,
                 "present": interface_index(name) == binding.ifindex,
-                "kernel": {True: "in place", False: "DIFFERS", None: "unknown"}[held],
+                "kernel": _kernel_word(held),
                 "degraded": binding.degraded,
             }
         )
+    catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
+    tables_changed: list[str] = []
+    if root and not disabled:
+        catchall["kernel"] = _kernel_word(_catchall_held(engine, state, kernel_holds))
+        tables_changed = _tables_changed(state)
+    problems = []
+    if state.lost:
+        problems.append(f"state lost: {state.lost}")
+    if not disabled and not state.catchall_zone:
+        problems.append("catch-all not installed (nm-zones reload)")
+    elif catchall["kernel"] == "DIFFERS":
+        problems.append("hooks or catch-all missing from the kernel (nm-zones reload)")
+    problems += [
+        f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
+        for table in tables_changed
+    ]
     if args.json:
         _print_json(
             {
                 "enabled": not disabled,
                 "default_zone": state.catchall_zone,
+                "catchall": catchall,
+                "problems": problems,
                 "interfaces": rows,
             }
         )
     else:
         if disabled:
             print("nm-zones is disabled (nm-zones enable)")
-        print(f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}")
+        print(
+            f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
+            + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
+        )
+        for problem in problems:
+            print(printable(problem))
         for row in rows:
             line = (
                 f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
@@ -330,9 +377,44 @@ def cmd_status(args) -> int:
                 line += "  (interface gone)"
             if row["degraded"]:
                 line += f"  DEGRADED: {row['degraded']}"
-            print(line)
-    bad = any(r["degraded"] or r["kernel"] == "DIFFERS" for r in rows)
+            print(printable(line))
+    if disabled:
+        return EXIT_DISABLED
+    bad = problems or any(
+        r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
+    )
     return EXIT_FAILURE if bad else EXIT_OK
+
+
+def _catchall_held(engine, state, kernel_holds) -> bool | None:
+    """Whether the hooks and the catch-all of the recorded default zone are in the kernel."""
+    if not state.catchall_zone:
+        return None
+    from .compiled import FALLBACK_ZONE
+    from .rules import Ruleset
+
+    compiled = engine.compiled
+    if compiled.catchall.get("zone") == state.catchall_zone:
+        tables = compiled.catchall["tables"]
+    else:  # the config changed since: judge by what a catch-all must at least hold
+        tables = compiled.catchall.get("tables") or {}
+        if not tables and engine.usable_zone(FALLBACK_ZONE) is None:
+            return None
+    return kernel_holds(Ruleset.from_kernel_tables(None, state.catchall_zone, tables))
+
+
+def _tables_changed(state) -> list[str]:
+    """Tables whose nm-zones rules differ from the view recorded after its last commit."""
+    from .held import read_view
+
+    try:
+        return [
+            f"{family} {table}"
+            for (family, table), view in sorted(state.kernel.items())
+            if read_view(family, table) != view
+        ]
+    except OSError:
+        return []
 
 
 def cmd_assign(args) -> int:
@@ -342,7 +424,9 @@ def cmd_assign(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    return _run_changes(engine, lambda: assign(engine, args.connection, args.zone))
+    return _run_changes(
+        engine, lambda state: assign(engine, args.connection, args.zone, state)
+    )
 
 
 def cmd_default_zone(args) -> int:
@@ -378,7 +462,9 @@ def cmd_enable(args) -> int:
     from .nm import enable
 
     engine = _engine()
-    return _run_changes(engine, lambda: enable(engine))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(engine.paths.disabled_flag)
+    return _run_changes(engine, lambda state: enable(engine, state))
 
 
 def cmd_disable(args) -> int:
@@ -386,7 +472,11 @@ def cmd_disable(args) -> int:
     from .nm import disable
 
     engine = _engine()
-    return _run_changes(engine, lambda: disable(engine))
+    with engine.state_dir.locked():  # no prepare: nothing is rebuilt that is to go
+        disable(engine)
+    for change in engine.changes:
+        print(printable(str(change)))
+    return EXIT_OK
 
 
 def cmd_install(args) -> int:
@@ -545,10 +635,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nm-zones: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except KernelError as error:
-        print(f"nm-zones: kernel: {error}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _failure(f"kernel: {error}")
     except BrokenPipeError:
         return EXIT_FAILURE
+    except Exception as error:
+        if not _kernel_or_disk_error(error):
+            raise
+        from .engine import describe
+
+        return _failure(describe(error))
+
+
+def _kernel_or_disk_error(error: Exception) -> bool:
+    """OSError (a full disk, a file that cannot be believed) or python-iptables' errors."""
+    iptc = sys.modules.get("iptc")
+    iptc_errors = (iptc.IPTCError, iptc.XTablesError) if iptc else ()
+    return isinstance(error, (OSError, *iptc_errors))
+
+
+def _failure(message: str) -> int:
+    """One line on stderr and in syslog; exit status 1."""
+    from .log import to_syslog
+
+    print(f"nm-zones: {printable(message)}", file=sys.stderr)
+    to_syslog(message, warning=True)
+    return EXIT_FAILURE
 
 
 if __name__ == "__main__":

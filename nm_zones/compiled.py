@@ -5,7 +5,7 @@ compiling cost more than that, so the validated config is reduced once to plain 
 kept in the state directory (marshal): the connections map, and for every zone its rules
 (rules.Rule.spec) with the chain kinds where an interface's chain names go. The file is
 rebuilt whenever any config file or folder changes identity (paths.config_fingerprint), and
-read only when this user wrote it and nobody else can change it (paths.trusted_file).
+read only when this user wrote it and nobody else can change it (files.read_trusted).
 
 A zone whose file cannot be loaded is compiled here from its stand-in (the shipped
 definition, else `block`); the reason travels with it, so the engine can keep an interface's
@@ -17,9 +17,10 @@ from __future__ import annotations
 import marshal
 import os
 
+from .files import read_trusted
 from .ifname import chain_name
 from .layout import CHAIN_KINDS, log_prefix
-from .paths import Paths, config_fingerprint, trusted_file
+from .paths import Paths, config_fingerprint
 
 CACHE_FILE = "compiled"
 CACHE_VERSION = 1
@@ -153,20 +154,19 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
     """The compiled config, from the cache when it is current, else from the files."""
     cache_path = os.path.join(paths.state, CACHE_FILE)
     key = cache_key(paths)
-    if use_cache and trusted_file(cache_path):
+    if use_cache:
         try:
-            with open(cache_path, "rb") as stream:
-                data = marshal.loads(stream.read())
+            data = marshal.loads(read_trusted(cache_path) or b"")
             if data["key"] == key:
                 return CompiledConfig(data)
-        except Exception:  # a damaged cache is only a cache: rebuild it
+        except Exception:  # absent, damaged or untrusted: only a cache, rebuilt
             pass
     from .config import load as load_files
 
     data = build(load_files(paths), paths)
     data["key"] = key
     if os.path.isdir(paths.state):  # made by the first run that takes the lock
-        from .state import write_atomically
+        from .files import write_atomically
 
         try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
             write_atomically(cache_path, marshal.dumps(data), 0o600)

@@ -3,21 +3,27 @@ binding -> the zone's compiled plan (compiled.py) -> kernel -> state, with the f
 
 - a zone whose file (or a service it uses) cannot be loaded never opens anything: an interface
   that already has rules keeps them; a new one gets the shipped definition, else `block`;
-- an interface is marked `applying` in the state before its commits, so an interrupted run is
-  repaired by the next one;
-- nothing is committed when the compiled rules equal what was applied (a no-op event does not
-  even import python-iptables).
+- the kernel is the truth: every run first compares what the kernel holds of nm-zones with
+  the view recorded after nm-zones' own last commit (held.py) and rebuilds any table that
+  another program changed, before it commits anything itself;
+- every transition is journaled: an interface is marked `applying` or `removing` in the state
+  before its commits, `disable` writes its flag first, so any later run finishes or repairs
+  an interrupted one;
+- errors stay with their interface: one that cannot be committed is marked degraded and the
+  others are still repaired, collected and reloaded;
+- nothing is committed when the compiled rules equal what was applied and the kernel still
+  holds them (a no-op event does not even import python-iptables).
 """
 
 from __future__ import annotations
 
 import time
 
-from .compiled import CompiledConfig, ZonePlan, instantiate
+from .compiled import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .digest import fingerprint
-from .errors import UsageError, unknown_zone
+from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
-from .layout import CHAIN_KINDS
+from .layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .log import Change, record, to_syslog
 from .paths import Paths
 from .resolve import Connection, decide_zone
@@ -25,6 +31,7 @@ from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
 REASON_NM = "nmcli connection.zone"
+IN_KERNEL = ("applied", "applying")  # binding states whose rules belong in the kernel
 
 
 def recorded_connection(binding: Binding) -> Connection:
@@ -82,6 +89,12 @@ class Engine:
             self.warn(f"connection {connection.id or connection.uuid!r}: {decision.warning}")
         return decision
 
+    def save(self, state: State) -> None:
+        """The state, with the view of every table this process committed."""
+        if self._netfilter is not None:
+            state.kernel.update(self._netfilter.views)
+        self.state_dir.save(state)
+
     def _keep_entries(self) -> None:
         """Keep kernel entries built in this run for the next ones (entries.py), and only
         those the current config uses."""
@@ -118,7 +131,7 @@ class Engine:
         self._keep_entries()
         old = state.catchall_zone
         state.catchall_zone, state.catchall_digest = catchall["zone"], digest
-        self.state_dir.save(state)
+        self.save(state)
         self._changed(
             Change(
                 "*",
@@ -168,7 +181,7 @@ class Engine:
                 self.warn(f"{interface}: {degraded}")
                 if old.degraded != degraded:
                     old.degraded = degraded
-                    self.state_dir.save(state)
+                    self.save(state)
                 return None
             fallback = usable.fallback or "using the shipped map"
             degraded = "; ".join([*problems, fallback])
@@ -187,7 +200,7 @@ class Engine:
                 old.inputs = inputs or old.inputs
                 old.connection_uuid = connection.uuid or old.connection_uuid
                 old.connection_id = connection.id or old.connection_id
-                self.state_dir.save(state)
+                self.save(state)
             return None
         started = time.monotonic()
         plan = instantiate(usable, interface)
@@ -208,12 +221,12 @@ class Engine:
             inputs=inputs,
         )
         state.interfaces[interface] = binding
-        self.state_dir.save(state)
+        self.save(state)
         self.netfilter.apply(plan, previous)
         self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
-        self.state_dir.save(state)
+        self.save(state)
         why = reason
         if old and old.zone == usable.name and old.status == "applied":
             why = f"{reason}; the zone's rules changed"
@@ -239,9 +252,13 @@ class Engine:
         if old is None:
             return None
         started = time.monotonic()
-        self.netfilter.remove(interface, old.table_set() or None)
+        if old.status != "disabled":
+            if old.status != "removing":
+                old.status = "removing"  # journaled: a run killed mid-way is finished later
+                self.save(state)
+            self.netfilter.remove(interface, old.table_set() or None)
         del state.interfaces[interface]
-        self.state_dir.save(state)
+        self.save(state)
         return self._changed(
             Change(interface, old.zone, "", reason, old.connection_id, _ms(started))
         )
@@ -253,16 +270,101 @@ class Engine:
 
     # -- everything ----------------------------------------------------------------------
 
-    def repair(self, state: State) -> None:
-        """Finish what an interrupted run left `applying`."""
+    def prepare(self, state: State) -> None:
+        """What every run that changes anything does first, under the state lock: the kernel
+        made to hold what the state says, gone interfaces collected, interrupted
+        transitions finished, the hooks and the catch-all in place."""
+        if state.lost:
+            self.warn(f"{state.lost}; starting afresh (the kernel keeps its rules)")
+            self.degraded = True
+        self.reconcile(state)
+        self.collect_garbage(state)
+        self.repair(state)
+        try:
+            self.ensure_catchall(state)
+        except KernelError as error:  # the interface of this run is still journaled first
+            self.failed("catch-all", state, error)
+
+    def reconcile(self, state: State) -> None:
+        """Rebuild every table whose nm-zones rules differ from the view recorded after
+        nm-zones' own last commit: another program flushed a chain, deleted a hook or
+        restored an old ruleset. Runs before anything else commits, so that no commit of
+        this run records a changed table as if it were nm-zones' own."""
+        wanted = set(state.kernel)
+        for binding in state.interfaces.values():
+            if binding.status in (*IN_KERNEL, "removing"):
+                wanted |= binding.table_set()
+        if state.catchall_digest:
+            wanted |= {(family, "filter") for family in FAMILIES}
+        if not wanted:
+            return
+        from .held import read_view
+
+        for family in FAMILIES:
+            for table in TABLE_ORDER:
+                key = (family, table)
+                if key in wanted and read_view(family, table) != state.kernel.get(key):
+                    try:
+                        self._rebuild(state, family, table, changed=key in state.kernel)
+                    except KernelError as error:
+                        self.failed(f"{family} {table}", state, error)
+
+    def _rebuild(self, state: State, family: str, table: str, changed: bool) -> None:
+        """One commit of everything nm-zones has in the table; said loudly when another
+        program `changed` it, quietly when no view was recorded yet (an interrupted first
+        run, a state from an older nm-zones)."""
+        started = time.monotonic()
+        plans = []
+        catchall = self.compiled.catchall
+        if table == "filter" and state.catchall_digest and "error" not in catchall:
+            plans.append(self.compiled.catchall_plan())
+            state.catchall_zone, state.catchall_digest = catchall["zone"], catchall["digest"]
         for name, binding in sorted(state.interfaces.items()):
-            if binding.status == "applying":
-                binding.digest = ""  # force a fresh commit
-                connection = recorded_connection(binding)
-                try:
-                    self.apply_interface(name, binding.zone, binding.reason, connection, state)
-                except UsageError:
-                    self.remove_interface(name, "unusable after interruption", state)
+            if binding.status not in IN_KERNEL or (family, table) not in binding.table_set():
+                continue
+            usable = self.usable_zone(binding.zone) or self.usable_zone(FALLBACK_ZONE)
+            if fingerprint(f"{name}\n{usable.digest}") != binding.digest:
+                binding.digest = ""  # its other tables may be older: apply it whole again
+            plans.append(instantiate(usable, name))
+        self.netfilter.rebuild(family, table, plans)
+        self._keep_entries()
+        self.save(state)
+        if not changed:
+            return
+        self.degraded = True
+        self.warn(
+            f"{family} {table}: nm-zones' rules had been changed by another program; "
+            f"rebuilt in {_ms(started):.1f} ms"
+        )
+
+    def repair(self, state: State) -> None:
+        """Finish what an interrupted run left `applying` or `removing`."""
+        for name, binding in sorted(state.interfaces.items()):
+            try:
+                if binding.status == "applying":
+                    binding.digest = ""  # force a fresh commit
+                    connection = recorded_connection(binding)
+                    try:
+                        self.apply_interface(name, binding.zone, binding.reason, connection, state)
+                    except UsageError:
+                        self.remove_interface(name, "unusable after interruption", state)
+                elif binding.status == "removing":
+                    self.remove_interface(name, "finishing an interrupted removal", state)
+            except (KernelError, OSError) as error:
+                self.failed(name, state, error)
+
+    def failed(self, interface: str, state: State, error: Exception) -> None:
+        """An interface whose commit failed: said once, marked degraded, others go on."""
+        self.degraded = True
+        message = f"{interface}: {describe(error)}"
+        self.warn(message)
+        binding = state.interfaces.get(interface)
+        if binding is not None and binding.degraded != message:
+            binding.degraded = message
+            try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
+                self.save(state)
+            except OSError:
+                pass
 
     def collect_garbage(self, state: State) -> None:
         """Interfaces that are gone (or whose name now belongs to another device) lose their
@@ -270,23 +372,50 @@ class Engine:
         for name, binding in sorted(state.interfaces.items()):
             index = interface_index(name)
             if index == 0 or (binding.ifindex and index != binding.ifindex):
-                self.remove_interface(name, "interface gone", state)
+                try:
+                    self.remove_interface(name, "interface gone", state)
+                except (KernelError, OSError) as error:
+                    self.failed(name, state, error)
 
     def collect_orphans(self, state: State) -> None:
-        """Chains in the kernel for interfaces the state does not know (lost state)."""
+        """Chains in the kernel for interfaces the state does not know and that do not exist
+        (a lost state is no reason to unfilter an interface that is up)."""
+        import socket
+
         known = {chain_token(name) for name in state.interfaces}
+        known |= {chain_token(name) for _, name in socket.if_nameindex()}
         for token in self.netfilter.interface_tokens() - known:
             owned = frozenset(f"nmz-if-{token}-{kind}" for kind in CHAIN_KINDS)
             self.netfilter.remove_chains(owned)
             self._changed(Change(f"<{token}>", "?", "", "orphaned chains removed"))
 
-    def reload(self) -> None:
-        """Re-read the config and re-apply only the interfaces whose rules differ."""
-        state = self.state_dir.load()
-        self.repair(state)
-        self.collect_garbage(state)
-        self.ensure_catchall(state)
+    def disable_all(self, state: State) -> None:
+        """Every rule of nm-zones out of the kernel (the disabled flag, written first, is the
+        journal: a run that finds it finishes this); bindings kept, marked disabled."""
+        self.netfilter.remove_everything()
         for name, binding in sorted(state.interfaces.items()):
+            if binding.status != "disabled":
+                self._changed(Change(name, binding.zone, "", "nm-zones disabled"))
+            binding.status, binding.digest = "disabled", ""
+        if state.catchall_zone:
+            self._changed(Change("*", state.catchall_zone, "", "nm-zones disabled"))
+        state.catchall_zone = state.catchall_digest = ""
+        state.kernel.clear()
+        self.state_dir.save(state)
+
+    def finish_disable(self, state: State) -> None:
+        """Called when the flag is set: complete a disable that was interrupted."""
+        if state.catchall_zone or state.kernel or any(
+            b.status != "disabled" for b in state.interfaces.values()
+        ):
+            self.disable_all(state)
+
+    def reload(self, state: State) -> None:
+        """Re-apply, after prepare(), only the interfaces whose rules differ under the config
+        as it is now."""
+        for name, binding in sorted(state.interfaces.items()):
+            if binding.status not in IN_KERNEL:
+                continue
             connection = recorded_connection(binding)
             zone, reason = binding.zone, binding.reason
             if reason in (REASON_NM, REASON_COMMAND):
@@ -296,7 +425,19 @@ class Engine:
             else:
                 decision = self.decide(connection)
                 zone, reason = decision.zone, decision.reason
-            self.apply_interface(name, zone, reason, connection, state)
+            try:
+                self.apply_interface(name, zone, reason, connection, state)
+            except (KernelError, OSError) as error:
+                self.failed(name, state, error)
+
+
+def describe(error: Exception) -> str:
+    """One line for any error a run can meet: python-iptables', the kernel's, the disk's."""
+    if isinstance(error, OSError) and error.strerror and error.filename:
+        return f"{error.filename}: {error.strerror}"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _ms(started: float) -> float:

@@ -20,9 +20,8 @@ import ctypes
 import marshal
 import os
 
+from .files import read_trusted, write_atomically
 from .layout import IP_PROTOCOLS, NAT_TARGETS
-from .paths import trusted_file
-from .state import write_atomically
 
 ENTRIES_FILE = "entries"
 ENTRIES_VERSION = 1
@@ -114,15 +113,15 @@ class Entries:
         self.known: dict[tuple[str, tuple], bytes] = {}
         self.added = False
         self.from_file = False  # some entries came from the file, not from this process
-        if self.path and trusted_file(self.path):
+        if self.path:
             try:
-                with open(self.path, "rb") as stream:
-                    identity, known = marshal.loads(stream.read())
+                data = read_trusted(self.path)
+                identity, known = marshal.loads(data) if data else (None, None)
                 if identity == self.identity and isinstance(known, dict):
                     self.known = known
                     self.from_file = bool(known)
             except (OSError, EOFError, ValueError, TypeError):
-                pass  # none yet, or unreadable: built again as needed
+                pass  # none yet, unreadable or untrusted: built again as needed
 
     def forget(self) -> None:
         """Drop every entry: the kernel refused a commit made of kept entries, which may

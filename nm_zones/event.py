@@ -41,28 +41,40 @@ def handle(argv: list[str], env: dict) -> int:
     from .paths import Paths
 
     paths = Paths.from_environment()
-    if paths.disabled:
-        return 0
     inputs = ""
-    if action not in REMOVE_ACTIONS:
+    if action not in REMOVE_ACTIONS and not paths.disabled:
         from .quick import inputs_key, nothing_changed
 
         inputs = inputs_key(paths, env)
         if nothing_changed(paths, interface, inputs):
             return 0
+    try:
+        return _run(paths, interface, action, env, inputs)
+    except Exception as error:  # a hook ends in one line, never a traceback
+        from .engine import describe
+        from .log import to_syslog
+
+        message = f"{interface} {action}: {describe(error)}"
+        print(f"nm-zones: {message}", file=sys.stderr)
+        to_syslog(message, warning=True)
+        return 1
+
+
+def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
+    """The full run of an event, under the state lock: first the kernel made to hold what the
+    state says (engine.prepare), then this event's change."""
     from .engine import Engine
-    from .errors import ConfigError, KernelError, UsageError
     from .ifname import interface_index, matches_exempt
     from .resolve import read_connection
 
     engine = Engine(paths)
-    try:
-        with engine.state_dir.locked():
-            if paths.disabled:  # `disable` ran while we waited
-                return 0
-            state = engine.state_dir.load()
-            engine.repair(state)
-            engine.collect_garbage(state)
+    with engine.state_dir.locked():
+        state = engine.state_dir.load()
+        if paths.disabled:  # or `disable` ran while we waited, or was interrupted
+            engine.finish_disable(state)
+            return 0
+        try:
+            engine.prepare(state)
             if action in REMOVE_ACTIONS:
                 engine.remove_interface(interface, f"NetworkManager {action}", state)
             elif interface_index(interface) and not matches_exempt(
@@ -77,21 +89,11 @@ def handle(argv: list[str], env: dict) -> int:
                     return 0  # a queued event for a profile deleted since: nothing to bind
                 decision = engine.decide(connection)
                 engine.apply_interface(
-                    interface,
-                    decision.zone,
-                    decision.reason,
-                    connection,
-                    state,
-                    inputs,
+                    interface, decision.zone, decision.reason, connection, state, inputs
                 )
-    except (UsageError, ConfigError, KernelError) as error:
-        print(f"nm-zones: {interface} {action}: {error}", file=sys.stderr)
-        from .log import to_syslog
-
-        to_syslog(f"{interface} {action}: {error}", warning=True)
-        return 1
-    for warning in engine.warnings:
-        print(f"nm-zones: {warning}", file=sys.stderr)
+        finally:
+            for warning in engine.warnings:
+                print(f"nm-zones: {warning}", file=sys.stderr)
     return 1 if engine.degraded else 0
 
 

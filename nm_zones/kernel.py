@@ -22,6 +22,7 @@ import os
 import time
 
 from .errors import KernelError
+from .held import read_view
 from .ifname import chain_name
 from .iptc_env import import_iptc
 from .layout import (
@@ -40,6 +41,7 @@ XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
 COMMIT_ATTEMPTS = 8
 REFUSE_NETNS_ENV = "NM_ZONES_REFUSE_NETNS"
+FAULTS_ENV = "NM_ZONES_FAULTS"  # tests only: see Faults
 NO_CHANGE = ((), ())  # a table plan that removes an interface's chains and dispatch rules
 
 
@@ -91,6 +93,9 @@ class Netfilter:
 
         self.entries = Entries(self.iptc, state_dir)
         self._opened: set[tuple[str, str]] = set()
+        # (family, table) -> the view of nm-zones' rules right after this process committed it
+        self.views: dict[tuple[str, str], dict] = {}
+        self.faults = Faults(os.environ.get(FAULTS_ENV, ""))
 
     def _read(self, family: str, name: str):
         """The table as the kernel holds it now, read once (a read copies every rule of
@@ -142,7 +147,7 @@ class Netfilter:
         for chain in present:
             table.flush_entries(chain)
             if chain not in wanted:
-                table.delete_chain(chain)
+                self._delete_chain(table, chain)
         for chain, specs in chains:
             if not table.is_chain(chain):
                 table.create_chain(chain)
@@ -211,6 +216,7 @@ class Netfilter:
     def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
         """Commit one table; when the kernel refuses entries kept from earlier runs, build
         them afresh and try once more."""
+        self.faults.check(owned)
         specs = [spec for _, chain_specs in plan[0] for spec in chain_specs]
         # build what is missing before taking the lock: other writers wait less
         self.entries.ensure(family, specs)
@@ -230,21 +236,32 @@ class Netfilter:
         and redo, with a bounded backoff. The next use of the table reads it afresh."""
         for attempt in range(COMMIT_ATTEMPTS):
             with xtables_lock():
-                table = self._read(family, name)
+                table = None
                 try:
+                    table = self._read(family, name)
                     if edit(table) is not False:
                         table.commit()
+                        self.faults.after_commit()
+                    self.views[(family, name)] = read_view(family, name)
                     return
                 except self.iptc.XTablesError as error:
-                    table.refresh()
+                    self._discard(table)
                     raise CommitRefused(f"{family} {name}: {error}") from None
                 except self.iptc.IPTCError as error:
-                    table.refresh()  # drops what was pending
+                    self._discard(table)  # drops what was pending
                     if not _is_eagain(error):
                         raise CommitRefused(f"{family} {name}: {error}") from None
                     if attempt == COMMIT_ATTEMPTS - 1:
                         raise KernelError(f"{family} {name}: kept changing under us") from None
             time.sleep(0.002 * 2**attempt)
+
+    def _discard(self, table) -> None:
+        """Drop what was pending; a table that cannot even be read again is left alone."""
+        if table is not None:
+            try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
+                table.refresh()
+            except self.iptc.IPTCError:
+                pass
 
     def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
         """Put a compiled.KernelPlan in place; tables the interface used before but no
@@ -279,6 +296,26 @@ class Netfilter:
                 if _table_loaded(family, name):
                     self._commit_table(family, name, owned, NO_CHANGE)
 
+    def rebuild(self, family: str, name: str, plans: list) -> None:
+        """Everything nm-zones has in one table, rebuilt from `plans` (the catch-all first,
+        then each interface) in one commit: the table another program changed goes straight
+        from its state to the intended one, with no moment less strict than either."""
+        for plan in plans:
+            self.faults.check(owned_chains(plan.interface))
+            table_plan = plan.tables.get((family, name))
+            if table_plan:
+                self.entries.ensure(family, [s for _, specs in table_plan[0] for s in specs])
+
+        def edit(table) -> bool:
+            self._remove_ours(table, name)
+            for plan in plans:
+                table_plan = plan.tables.get((family, name))
+                if table_plan:
+                    self._edit(table, family, name, owned_chains(plan.interface), table_plan)
+            return True
+
+        self._locked_commit(family, name, edit)
+
     def interface_tokens(self) -> set[str]:
         """The interface part of every `nmz-if-TOKEN-KIND` chain in the kernel."""
         tokens = set()
@@ -310,8 +347,41 @@ class Netfilter:
         for chain in ours:
             table.flush_entries(chain)
         for chain in ours:
-            table.delete_chain(chain)
+            self._delete_chain(table, chain)
         return True
+
+    def _delete_chain(self, table, chain: str) -> None:
+        """Delete an emptied chain; one that another program's rule still jumps to stays,
+        empty (it returns at once), so that rule is never touched and the commit goes
+        through."""
+        references = ctypes.c_uint(0)
+        table._iptc.iptc_get_references(ctypes.byref(references), chain.encode(), table._handle)
+        if not references.value:
+            table.delete_chain(chain)
+
+
+class Faults:
+    """Faults the tests inject through NM_ZONES_FAULTS, to show that every run ends
+    protected whatever stops it: `kill-after-commit=N` (SIGKILL right after the Nth commit
+    of this process), `refuse-chain=CHAIN` (a commit of the interface owning CHAIN fails as
+    if the kernel refused it)."""
+
+    def __init__(self, spec: str):
+        settings = dict(item.partition("=")[::2] for item in spec.split(",") if item)
+        self.kill_after = int(settings.get("kill-after-commit") or 0)
+        self.refused_chain = settings.get("refuse-chain", "")
+        self.commits = 0
+
+    def check(self, owned: frozenset[str]) -> None:
+        if self.refused_chain in owned:
+            raise CommitRefused(f"{self.refused_chain}: refused ({FAULTS_ENV})")
+
+    def after_commit(self) -> None:
+        self.commits += 1
+        if self.kill_after and self.commits >= self.kill_after:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _target_name(table, entry) -> str:

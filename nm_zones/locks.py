@@ -24,7 +24,8 @@ class FileLock:
         self.fd = -1
 
     def __enter__(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = os.open(self.path, flags, 0o600)
         deadline = time.monotonic() + self.wait
         while True:
             try:

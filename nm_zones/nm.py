@@ -3,7 +3,6 @@ assign a zone to a connection, and turn nm-zones off and on again."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -11,9 +10,8 @@ from dataclasses import dataclass
 from .engine import REASON_NM, Engine, recorded_connection
 from .errors import UsageError
 from .ifname import interface_index, matches_exempt
-from .log import Change
 from .resolve import Connection, read_connection
-from .state import write_atomically
+from .state import State, write_atomically
 
 NMCLI_TIMEOUT = 20
 
@@ -71,7 +69,7 @@ def active_connections() -> list[ActiveConnection]:
     return found
 
 
-def assign(engine: Engine, connection: str, zone: str) -> None:
+def assign(engine: Engine, connection: str, zone: str, state: State) -> None:
     """Store the zone in the profile; NetworkManager sends no event for that, so an active
     connection's interface is switched here and now."""
     result = nmcli("connection", "modify", connection, "connection.zone", zone)
@@ -87,7 +85,6 @@ def assign(engine: Engine, connection: str, zone: str) -> None:
     if details.returncode != 0 or len(lines) < 3:
         return
     uuid = lines[0].strip()
-    state = engine.state_dir.load()
     for active in active_connections():
         if active.uuid == uuid and interface_index(active.device):
             if matches_exempt(active.device, engine.compiled.exempt_interfaces):
@@ -103,30 +100,25 @@ def assign(engine: Engine, connection: str, zone: str) -> None:
 
 def disable(engine: Engine) -> None:
     """Remove every nm-zones rule; the flag in /etc/nm-zones keeps the hook quiet after a
-    reboot. Bindings stay in the state, marked disabled, so that enable can restore them."""
+    reboot and, written first, lets any later run finish a disable that was interrupted.
+    Bindings stay in the state, marked disabled, so that enable can restore them."""
     os.makedirs(engine.paths.config, mode=0o755, exist_ok=True)
+    folder = os.stat(engine.paths.config)
+    if folder.st_uid != os.geteuid() or folder.st_mode & 0o022:
+        raise UsageError(
+            f"{engine.paths.config} can be written by others, so a disabled flag there would "
+            f"not be obeyed (chown root {engine.paths.config}; chmod go-w {engine.paths.config})"
+        )
     write_atomically(
         engine.paths.disabled_flag, b"nm-zones is disabled; `nm-zones enable` turns it back on\n"
     )
-    state = engine.state_dir.load()
-    engine.netfilter.remove_everything()
-    for name, binding in sorted(state.interfaces.items()):
-        if binding.status != "disabled":
-            engine.changes.append(Change(name, binding.zone, "", "nm-zones disabled"))
-        binding.status, binding.digest = "disabled", ""
-    if state.catchall_zone:
-        engine.changes.append(Change("*", state.catchall_zone, "", "nm-zones disabled"))
-    state.catchall_zone = state.catchall_digest = ""
-    engine.state_dir.save(state)
+    engine.disable_all(engine.state_dir.load())
 
 
-def enable(engine: Engine) -> None:
-    """Hooks and catch-all back, then the zone of every active connection; interfaces that
-    NetworkManager does not know get back the zone they had."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(engine.paths.disabled_flag)
-    state = engine.state_dir.load()
-    engine.ensure_catchall(state)
+def enable(engine: Engine, state: State) -> None:
+    """After the flag is gone and engine.prepare put hooks and catch-all back: the zone of
+    every active connection; interfaces that NetworkManager does not know get back the zone
+    they had."""
     exempt = engine.compiled.exempt_interfaces
     done = set()
     for active in active_connections():
@@ -147,4 +139,4 @@ def enable(engine: Engine) -> None:
             engine.apply_interface(name, binding.zone, binding.reason, connection, state)
         elif binding.status == "disabled":
             del state.interfaces[name]
-    engine.state_dir.save(state)
+    engine.save(state)

@@ -41,7 +41,14 @@ class Paths:
 
     @property
     def disabled(self) -> bool:
-        return os.path.exists(self.disabled_flag)
+        """The flag counts only in a folder nobody but root can write: anyone who could
+        plant it there could otherwise switch the firewall off."""
+        try:
+            os.lstat(self.disabled_flag)
+            folder = os.stat(self.config)
+        except OSError:
+            return False
+        return folder.st_uid in (0, os.geteuid()) and not folder.st_mode & 0o022
 
 
 def yaml_files(directory: str) -> dict[str, str]:
@@ -89,11 +96,3 @@ def config_fingerprint(paths: Paths) -> tuple:
     return (os.geteuid() == 0, paths.shipped, paths.config, tuple(entries))
 
 
-def trusted_file(path: str) -> bool:
-    """True for a file this user owns and nobody else can change: only such files in the
-    state directory are read back (what they hold decides the firewall)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return False
-    return info.st_uid == os.geteuid() and not info.st_mode & 0o022

@@ -3,9 +3,10 @@
 NetworkManager sends `up` right after `pre-up`, and `reapply` or `dhcp4-change` often change
 nothing. An interface's binding is remembered with the inputs that decided it: the connection's
 UUID and name, the identity of its keyfile (size, mtime, inode), and the identity of every
-config file. When none of these changed, the interface still has its index, and no other bound
-interface is gone, the rules in the kernel are already right: the event ends here, having
-imported only what Python starts with.
+config file. When none of these changed, the interface still has its index, no other bound
+interface is gone, and the kernel still holds nm-zones' rules as nm-zones last committed them
+(the view of each table, read with one getsockopt: held.py), the rules are already right: the
+event ends here, having imported only what Python starts with and ctypes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import marshal
 import os
 
 from .digest import fingerprint
+from .files import read_trusted
 from .ifname import interface_index
 from .paths import Paths, config_fingerprint
 
@@ -51,24 +53,45 @@ def event_inputs(paths: Paths, env: dict) -> tuple | None:
 
 def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
     """True when `interface` is bound by inputs equal to `key` (inputs_key of this event)."""
-    try:
-        with open(os.path.join(paths.state, QUICK_FILE), "rb") as stream:
-            bound = marshal.loads(stream.read())
-    except (OSError, EOFError, ValueError, TypeError):
+    if not key:
         return False
-    if not key or interface not in bound or bound[interface][0] != key:
+    try:
+        data = read_trusted(os.path.join(paths.state, QUICK_FILE))
+        bound, views = marshal.loads(data) if data else ({}, {})
+        if interface not in bound or bound[interface][0] != key:
+            return False
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
         return False
     # a gone interface needs the full run (gc)
-    return all(interface_index(name) == ifindex for name, (_, ifindex) in bound.items())
+    if not all(interface_index(name) == ifindex for name, (_, ifindex) in bound.items()):
+        return False
+    return kernel_unchanged(views)
 
 
-def quick_index(interfaces: dict) -> bytes:
+def kernel_unchanged(views: dict) -> bool:
+    """True when every table still holds nm-zones' rules as recorded after its last commit."""
+    from .held import read_view, view_digest
+
+    try:
+        return bool(views) and all(
+            view_digest(read_view(family, table)) == digest
+            for (family, table), digest in views.items()
+        )
+    except OSError:
+        return False
+
+
+def quick_index(state) -> bytes:
     """Written with every state: interface -> (its inputs, its index), for the interfaces
-    whose rules are applied as decided (not degraded, not interrupted)."""
-    return marshal.dumps(
-        {
-            name: (binding.inputs, binding.ifindex)
-            for name, binding in interfaces.items()
-            if binding.status == "applied" and not binding.degraded and binding.inputs
-        }
-    )
+    whose rules are applied as decided (not degraded, not interrupted), and the digest of
+    each table's recorded view."""
+    from .held import view_digest
+
+    bound = {
+        name: (binding.inputs, binding.ifindex)
+        for name, binding in state.interfaces.items()
+        if binding.status == "applied" and not binding.degraded and binding.inputs
+    }
+    if not state.catchall_digest:
+        bound = {}  # no catch-all yet: every event runs in full until one installs it
+    return marshal.dumps((bound, {key: view_digest(view) for key, view in state.kernel.items()}))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from .files import open_regular, read_all
+
 WIRED_TYPES = ("802-3-ethernet", "ethernet", "veth")
 WIRELESS_TYPES = ("802-11-wireless", "wifi")
 KEYFILE_MAX_BYTES = 1024 * 1024
@@ -51,9 +53,8 @@ class Decision:
 
 def read_keyfile(path: str) -> dict[str, str] | None:
     """The [connection] section of a NetworkManager keyfile, or None if it cannot be read."""
-    try:
-        with open(path, "rb") as stream:
-            data = stream.read(KEYFILE_MAX_BYTES + 1)
+    try:  # never blocks on a FIFO
+        data = read_all(open_regular(path), KEYFILE_MAX_BYTES)
     except OSError:
         return None
     if len(data) > KEYFILE_MAX_BYTES:

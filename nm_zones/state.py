@@ -1,10 +1,14 @@
 """What is applied where, kept in the state directory (/run/nm-zones).
 
 The state file is marshal (an event reads it without importing json; `nm-zones status --json`
-shows it) and is replaced atomically (temporary file, fsync, rename), so a reader or a crash
-always sees a whole file. An interface is marked `applying` before its commits and `applied`
-after them: a run killed in between leaves `applying`, which the next run repairs.
-A lock file serializes nm-zones processes.
+shows it) and is replaced atomically (files.py), so a reader or a crash always sees a whole
+file, and a full disk keeps the old one. Every transition is journaled before its first
+commit: an interface is marked `applying` or `removing`, and only after its commits `applied`
+(or forgotten); a run killed in between leaves the mark, which the next run finishes.
+
+The state also keeps, per table, the view of nm-zones' rules the kernel held right after
+nm-zones' own last commit (held.py): a run that finds another view knows that something else
+changed them. A lock file serializes nm-zones processes.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 import marshal
 import os
 
+from .files import UntrustedFile, read_trusted, write_atomically
 from .locks import file_lock
 
 STATE_FILE = "state"
-STATE_VERSION = 3
+STATE_VERSION = 4
 LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
@@ -66,7 +71,7 @@ class Binding:
         self.since = since
         self.digest = digest  # fingerprint of the rules committed
         self.tables = tables or []  # [family, table] pairs in use
-        self.status = status  # or "applying": a commit was interrupted
+        self.status = status  # "applying" / "removing": journaled before the commits
         self.degraded = degraded  # why the interface runs on a fallback zone, if it does
         self.inputs = inputs  # what decided it (quick.inputs_key), for the quick path
 
@@ -84,25 +89,31 @@ class Binding:
 
 
 class State:
-    """Every binding, and the zone of the catch-all for interfaces no zone claims."""
+    """Every binding, the zone of the catch-all for interfaces no zone claims, and the view of
+    each table nm-zones last committed."""
 
-    __slots__ = ("catchall_digest", "catchall_zone", "interfaces")
+    __slots__ = ("catchall_digest", "catchall_zone", "interfaces", "kernel", "lost")
 
     def __init__(
         self,
         interfaces: dict[str, Binding] | None = None,
         catchall_zone: str = "",
         catchall_digest: str = "",
+        kernel: dict | None = None,
     ):
         self.interfaces = interfaces if interfaces is not None else {}
         self.catchall_zone = catchall_zone
         self.catchall_digest = catchall_digest
+        self.kernel: dict[tuple[str, str], dict] = kernel if kernel is not None else {}
+        self.lost = ""  # why the state file could not be read (never saved)
 
     def as_dict(self) -> dict:
         """The state as plain values, for `status --json` and tests."""
         return {
             "catchall": {"zone": self.catchall_zone, "digest": self.catchall_digest},
             "interfaces": {name: b.as_dict() for name, b in sorted(self.interfaces.items())},
+            "kernel": {f"{family} {table}": view for (family, table), view in self.kernel.items()},
+            "lost": self.lost,
         }
 
     def dumps(self) -> bytes:
@@ -117,19 +128,26 @@ class State:
                     name: tuple([getattr(b, field) for field in Binding.__slots__])
                     for name, b in self.interfaces.items()
                 },
+                self.kernel,
             )
         )
 
     @classmethod
     def loads(cls, data: bytes) -> State:
-        version, fields, catchall, interfaces = marshal.loads(data)
-        if version != STATE_VERSION or fields != Binding.__slots__:
+        """The state from its file; a version-3 file (no kernel views) is read too: its tables
+        are then rebuilt once, as for any table whose view is unknown."""
+        document = marshal.loads(data)
+        version, fields, catchall, interfaces = document[:4]
+        if version not in (3, STATE_VERSION) or fields != Binding.__slots__:
             raise ValueError(f"state file of another version ({version})")
+        kernel = document[4] if version == STATE_VERSION else {}
+        if not isinstance(kernel, dict):
+            raise ValueError("state file without kernel views")
         bindings = {
             name: Binding(**dict(zip(fields, values, strict=True)))
             for name, values in interfaces.items()
         }
-        return cls(bindings, *catchall)
+        return cls(bindings, *catchall, kernel)
 
 
 class StateDir:
@@ -140,24 +158,34 @@ class StateDir:
         return os.path.join(self.path, name)
 
     def ensure(self) -> None:
+        """The directory, made if needed; refused when others could plant files in it."""
         os.makedirs(self.path, mode=0o755, exist_ok=True)
+        info = os.stat(self.path)
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise UntrustedFile(
+                f"{self.path} can be written by others: refusing to keep the state there "
+                f"(chown root {self.path}; chmod go-w {self.path})"
+            )
 
     def load(self) -> State:
+        """The state; when its file cannot be believed, an empty state that says why (the
+        kernel keeps its rules, and nothing is removed on the strength of a lost state)."""
         try:
-            with open(self.file(STATE_FILE), "rb") as stream:
-                return State.loads(stream.read())
-        except FileNotFoundError:
+            data = read_trusted(self.file(STATE_FILE))
+        except UntrustedFile as error:
+            return _lost(str(error))
+        if data is None:
             return State()
-        except (ValueError, TypeError, AttributeError, EOFError, KeyError):
-            # Unreadable state: start afresh; the kernel still holds the rules, and the next
-            # apply of each interface replaces them.
-            return State()
+        try:
+            return State.loads(data)
+        except (ValueError, TypeError, AttributeError, EOFError, KeyError) as error:
+            return _lost(f"{self.file(STATE_FILE)} cannot be read ({error or 'damaged'})")
 
     def save(self, state: State) -> None:
         from .quick import QUICK_FILE, quick_index
 
         write_atomically(self.file(STATE_FILE), state.dumps())
-        write_atomically(self.file(QUICK_FILE), quick_index(state.interfaces))
+        write_atomically(self.file(QUICK_FILE), quick_index(state))
 
     def locked(self, wait: float = LOCK_WAIT_SECONDS):
         """Serialize nm-zones processes that change the kernel or the state."""
@@ -165,14 +193,7 @@ class StateDir:
         return file_lock(self.file(LOCK_FILE), wait, "another nm-zones")
 
 
-def write_atomically(path: str, data: bytes, mode: int = 0o644) -> None:
-    directory = os.path.dirname(path)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    try:
-        os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+def _lost(reason: str) -> State:
+    state = State()
+    state.lost = reason
+    return state

@@ -11,6 +11,7 @@ import os
 
 import yaml
 
+from .files import UntrustedFile, open_regular, read_all
 from .model import Problem
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -111,10 +112,13 @@ class _TooBig(Exception):
 
 def read_yaml(path: str, problems: list[Problem]):
     """Return the document's value (None when empty or unreadable); add problems found."""
-    try:
-        with open(path, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            data = stream.read(MAX_FILE_BYTES + 1)
+    try:  # never blocks: a FIFO or a device where a file should be is refused
+        fd = open_regular(path)
+        size = os.fstat(fd).st_size
+        data = read_all(fd, MAX_FILE_BYTES)
+    except UntrustedFile:
+        problems.append(Problem(path, 1, "", "not a regular file (a file is expected here)"))
+        return None
     except OSError as error:
         problems.append(Problem(path, 1, "", f"cannot read file: {error.strerror}"))
         return None

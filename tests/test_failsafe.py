@@ -205,12 +205,17 @@ def test_gc_and_the_next_event_remove_rules_of_gone_interfaces(lab):
 
 
 def test_gc_removes_chains_nobody_owns(lab):
-    link = lab.add_link()
+    link, gone = lab.add_link(), lab.add_link()
     lab.nm_zones("apply", link.name, "external")
+    lab.nm_zones("apply", gone.name, "home")
     os.unlink(os.path.join(lab.state_dir, STATE_FILE))  # the state is lost
+    lab.delete_link(gone.name)
     out = lab.nm_zones("gc").stdout
     assert "orphaned chains removed" in out
-    assert f"nmz-if-{link.name}" not in lab.save("ipv4") + lab.save("ipv6")
+    assert f"nmz-if-{gone.name}" not in lab.save("ipv4") + lab.save("ipv6")
+    # a lost state is no reason to unfilter an interface that is still up
+    assert chain(lab, link.name) == planned(link.name, "external")
+    assert chain(lab, link.name, "ipv6") == planned(link.name, "external", "ipv6")
 
 
 # -- 6. concurrency and interruption -------------------------------------------------------

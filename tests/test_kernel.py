@@ -250,7 +250,8 @@ def test_extra_rules_leading_to_an_interface_chain_do_not_block_a_switch(lab):
             f"{tool} -A nmz-input -i {link.name} -p tcp -j nmz-if-{link.name}-in;"
             f" {tool} -I nmz-forward -i {link.name} -j nmz-if-{link.name}-fwd"
         )
-    lab.nm_zones("apply", link.name, "public")
+    switched = lab.nm_zones("apply", link.name, "public", check=False)
+    assert switched.returncode == 1 and "changed by another program" in switched.stderr
     for family in ("ipv4", "ipv6"):
         leading = [line for line in filter_rules(lab, family) if f"-j nmz-if-{link.name}-" in line]
         assert sorted(leading) == [
@@ -273,7 +274,9 @@ def test_remove_command_output_and_status(lab):
     lab.shell(f"iptables-legacy -F nmz-if-{link.name}-in")  # someone tampers with our chain
     result = lab.nm_zones("status", check=False)
     assert result.returncode == 1 and "DIFFERS" in result.stdout
-    assert lab.nm_zones("remove", link.name).stdout.strip() == f"{link.name}: work -> - (removed)"
+    removed = lab.nm_zones("remove", link.name, check=False)  # says what it found, exit 1
+    assert removed.returncode == 1 and "changed by another program" in removed.stderr
+    assert removed.stdout.strip() == f"{link.name}: work -> - (removed)"
 
 
 # -- hostile interface names -----------------------------------------------------------
