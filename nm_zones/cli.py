@@ -337,6 +337,8 @@ def cmd_status(args) -> int:
     problems = []
     if state.lost:
         problems.append(f"state lost: {state.lost}")
+    if None in state.kernel.values():
+        problems.append("a commit was interrupted (the next run of nm-zones finishes it)")
     if not disabled and not state.catchall_zone:
         problems.append("catch-all not installed (nm-zones reload)")
     elif catchall["kernel"] == "DIFFERS":
@@ -387,20 +389,13 @@ def cmd_status(args) -> int:
 
 
 def _catchall_held(engine, state, kernel_holds) -> bool | None:
-    """Whether the hooks and the catch-all of the recorded default zone are in the kernel."""
-    if not state.catchall_zone:
+    """Whether the hooks and the catch-all (as the config says it now) are in the kernel."""
+    catchall = engine.compiled.catchall
+    if not state.catchall_zone or "error" in catchall:
         return None
-    from .compiled import FALLBACK_ZONE
     from .rules import Ruleset
 
-    compiled = engine.compiled
-    if compiled.catchall.get("zone") == state.catchall_zone:
-        tables = compiled.catchall["tables"]
-    else:  # the config changed since: judge by what a catch-all must at least hold
-        tables = compiled.catchall.get("tables") or {}
-        if not tables and engine.usable_zone(FALLBACK_ZONE) is None:
-            return None
-    return kernel_holds(Ruleset.from_kernel_tables(None, state.catchall_zone, tables))
+    return kernel_holds(Ruleset.from_kernel_tables(None, catchall["zone"], catchall["tables"]))
 
 
 def _tables_changed(state) -> list[str]:
@@ -411,7 +406,7 @@ def _tables_changed(state) -> list[str]:
         return [
             f"{family} {table}"
             for (family, table), view in sorted(state.kernel.items())
-            if read_view(family, table) != view
+            if view is not None and read_view(family, table) != view
         ]
     except OSError:
         return []

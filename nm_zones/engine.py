@@ -32,6 +32,8 @@ from .state import Binding, State, StateDir
 REASON_COMMAND = "command line"
 REASON_NM = "nmcli connection.zone"
 IN_KERNEL = ("applied", "applying")  # binding states whose rules belong in the kernel
+FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
+ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
 
 def recorded_connection(binding: Binding) -> Connection:
@@ -89,10 +91,16 @@ class Engine:
             self.warn(f"connection {connection.id or connection.uuid!r}: {decision.warning}")
         return decision
 
-    def save(self, state: State) -> None:
-        """The state, with the view of every table this process committed."""
+    def save(self, state: State, committing=()) -> None:
+        """The state, with the view of every table this process committed; the tables it is
+        about to commit are journaled as unknown (None), so that a run killed between a
+        commit and the next save is not taken for another program's change."""
         if self._netfilter is not None:
             state.kernel.update(self._netfilter.views)
+            self._netfilter.views.clear()
+        for key in committing:
+            if key in state.kernel:
+                state.kernel[key] = None
         self.state_dir.save(state)
 
     def _keep_entries(self) -> None:
@@ -127,6 +135,7 @@ class Engine:
         if state.catchall_digest == digest:
             return
         started = time.monotonic()
+        self.save(state, committing=FILTER_TABLES)
         self.netfilter.apply(self.compiled.catchall_plan())
         self._keep_entries()
         old = state.catchall_zone
@@ -221,7 +230,7 @@ class Engine:
             inputs=inputs,
         )
         state.interfaces[interface] = binding
-        self.save(state)
+        self.save(state, committing=binding.table_set() if previous is not None else ALL_TABLES)
         self.netfilter.apply(plan, previous)
         self._keep_entries()
         binding.status = "applied"
@@ -255,7 +264,7 @@ class Engine:
         if old.status != "disabled":
             if old.status != "removing":
                 old.status = "removing"  # journaled: a run killed mid-way is finished later
-                self.save(state)
+            self.save(state, committing=old.table_set() or ALL_TABLES)
             self.netfilter.remove(interface, old.table_set() or None)
         del state.interfaces[interface]
         self.save(state)
@@ -305,7 +314,8 @@ class Engine:
                 key = (family, table)
                 if key in wanted and read_view(family, table) != state.kernel.get(key):
                     try:
-                        self._rebuild(state, family, table, changed=key in state.kernel)
+                        changed = state.kernel.get(key) is not None
+                        self._rebuild(state, family, table, changed)
                     except KernelError as error:
                         self.failed(f"{family} {table}", state, error)
 

@@ -92,6 +92,8 @@ def quick_index(state) -> bytes:
         for name, binding in state.interfaces.items()
         if binding.status == "applied" and not binding.degraded and binding.inputs
     }
-    if not state.catchall_digest:
-        bound = {}  # no catch-all yet: every event runs in full until one installs it
-    return marshal.dumps((bound, {key: view_digest(view) for key, view in state.kernel.items()}))
+    views = state.kernel
+    if not state.catchall_digest or None in views.values():
+        bound = {}  # no catch-all yet, or a commit under way: events run in full
+    digests = {key: view_digest(view) for key, view in views.items() if view is not None}
+    return marshal.dumps((bound, digests))
