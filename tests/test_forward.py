@@ -150,11 +150,11 @@ def test_unclaimed_interfaces_are_judged_by_the_default_zone(lab, net, default_z
 
 def test_switching_the_inner_link_leaves_the_uplink_alone(lab, net):
     """The uplink's forward-out rule and its counters survive the inner link's switches,
-    and each switch takes effect at once."""
+    and each switch takes effect at once (the inner link bound first, this time)."""
     uplink, inner = net
     lab.enable_forwarding()
-    lab.nm_zones("apply", uplink.name, "external")
     lab.nm_zones("apply", inner.name, "home")
+    lab.nm_zones("apply", uplink.name, "external")
     assert outbound(lab, uplink)[:2] == ["accepted", "accepted"]
     before = forward_out_packets(lab, uplink.name)
     assert before > 0
