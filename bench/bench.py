@@ -154,7 +154,7 @@ class Bench:
         texts = {family: _load_and_undo(ruleset.save_text(family)) for family in tools}
         for tool in tools.values():  # the dispatch chains, if nm-zones has none yet
             command = tool.replace("-restore", "")
-            for chain in ("nmz-input", "nmz-forward"):
+            for chain in ("nmz-input", "nmz-forward", "nmz-forward-out"):
                 subprocess.run([command, "-N", chain], stderr=subprocess.DEVNULL)
         times = []
         for _ in range(self.runs):
@@ -272,7 +272,7 @@ def inside(runs: int) -> int:
         # leave the namespace as nm-zones expects to find it
         subprocess.run(
             "for t in iptables-legacy ip6tables-legacy; do $t -X nmz-input; $t -X nmz-forward;"
-            " done",
+            " $t -X nmz-forward-out; done",
             shell=True,
             check=True,
         )

@@ -2,11 +2,14 @@
 
 Layout, per family (see DESIGN.md):
   filter  INPUT -j nmz-input      nmz-input   -i IF -j nmz-if-IF-in     ...catch-all
-          FORWARD -j nmz-forward  nmz-forward -o IF -j nmz-if-IF-fout (masquerade)
-                                              -i IF -j nmz-if-IF-fwd    ...catch-all
+          FORWARD -j nmz-forward  nmz-forward -i IF -g nmz-if-IF-fwd    ...catch-all
+                                  nmz-forward-out -o IF -j nmz-if-IF-fout (masquerade)
   nat     PREROUTING -j nmz-pre   nmz-pre     -i IF -j nmz-if-IF-pre    (forward-ports)
           POSTROUTING -j nmz-post nmz-post    -o IF -j nmz-if-IF-post   (masquerade)
   raw     PREROUTING -j nmz-raw   nmz-raw     -i IF -j nmz-if-IF-raw    (conntrack helpers)
+Forwarded traffic is judged by the zone of the interface it came in on; only a zone with
+target default asks nmz-forward-out, where an egress zone's masquerade accepts new flows,
+before its own tail refuses the rest (see layout.py).
 Tables a zone does not need get no chains for the interface.
 """
 
@@ -17,15 +20,17 @@ from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
     FAMILIES,
+    FORWARD_OUT,
     SECTION_CATCHALL,
-    SECTION_OUT,
     log_prefix,
+    uses_goto,
 )
 from .model import ICMP_TYPES, Config, PortRange, Service, Zone
 from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
 
 ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}
 ICMP_MATCH = {"ipv4": ("icmp", "icmp-type"), "ipv6": ("icmp6", "icmpv6-type")}
+HOST_PREFIX = {"ipv4": "/32", "ipv6": "/128"}
 REJECT_WITH = {"ipv4": "icmp-host-prohibited", "ipv6": "icmp6-adm-prohibited"}
 # Router solicitation/advertisement, neighbour solicitation/advertisement, redirect: without
 # them IPv6 stops working on the link, so every zone accepts them, block and drop included.
@@ -125,20 +130,45 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
 
 
 def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
-    """Traffic routed through this machine that entered on the interface."""
-    rules = [
-        Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED", "DNAT"),)),
+    """Traffic routed through this machine that entered on the interface: this zone's
+    verdict is final (nmz-forward goes here with -g), whatever the egress interface.
+
+    Flows already admitted pass, and so do new ones to this zone's own forward-ports.
+    Whatever else someone DNAT'ed (ports docker or podman publish) goes back to the built-in
+    chain, whose later rules (DOCKER-USER, ...) decide as they would without nm-zones. A zone
+    that accepts or refuses everything says so; target default lets the egress zones accept
+    (masquerade), then refuses the rest.
+    """
+    rules = [Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),))]
+    remote = _forward_ports(zone, family, remote_only=True)
+    rules += [_forwarded_port_rule(forward, family) for forward in remote]
+    rules += [
+        Rule("RETURN", matches=(_state("DNAT"),)),
         Rule("DROP", matches=(_state("INVALID"),)),
     ]
+    if zone.target == "default":
+        rules.append(Rule(FORWARD_OUT))
     return tuple(rules + _tail(zone, family, label))
 
 
-def _forward_ports(zone: Zone, family: str) -> list:
+def _forwarded_port_rule(forward, family: str) -> Rule:
+    """A new flow this zone's forward-port DNAT'ed to another host, by its original port."""
+    port = forward.port
+    return Rule(
+        "ACCEPT",
+        destination=forward.to_addr + HOST_PREFIX[family],
+        protocol=port.protocol,
+        matches=(Match("conntrack", (("ctstate", "DNAT"), ("ctorigdstport", port.iptables))),),
+    )
+
+
+def _forward_ports(zone: Zone, family: str, remote_only: bool = False) -> list:
     """Forward-ports of this family: local redirects serve both, remote ones their own."""
     return [
         forward
         for forward in zone.forward_ports
-        if forward.to_addr is None or (":" in forward.to_addr) == (family == "ipv6")
+        if (forward.to_addr is None and not remote_only)
+        or (forward.to_addr is not None and (":" in forward.to_addr) == (family == "ipv6"))
     ]
 
 
@@ -189,15 +219,13 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
         ]
         dispatch = [
             DispatchRule("nmz-input", Rule(chains["in"], in_interface=interface)),
-            DispatchRule("nmz-forward", Rule(chains["fwd"], in_interface=interface)),
+            DispatchRule("nmz-forward", Rule(chains["fwd"], in_interface=interface, goto=True)),
         ]
         masquerade = zone.masquerade and family == "ipv4"
         if masquerade:
             filter_chains.append((chains["fout"], (Rule("ACCEPT", matches=(_state("NEW"),)),)))
             dispatch.append(
-                DispatchRule(
-                    "nmz-forward", Rule(chains["fout"], out_interface=interface), SECTION_OUT
-                )
+                DispatchRule(FORWARD_OUT, Rule(chains["fout"], out_interface=interface))
             )
         family_tables = {"filter": TablePlan(tuple(filter_chains), tuple(dispatch))}
         prerouting = _nat_prerouting(zone, family)
@@ -221,8 +249,17 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
                 (DispatchRule("nmz-raw", Rule(chains["raw"], in_interface=interface)),),
             )
         tables[family] = family_tables
-    needs_forwarding = zone.masquerade or any(f.to_addr for f in zone.forward_ports)
-    return Ruleset(interface, zone.name, tables, needs_forwarding)
+    return Ruleset(interface, zone.name, tables, _forwarding(zone))
+
+
+def _forwarding(zone: Zone) -> tuple[str, ...]:
+    """The families whose forwarding the zone switches on: masquerade (IPv4) and
+    forward-ports to another host, by the family of its address."""
+    return tuple(
+        family
+        for family in FAMILIES
+        if (zone.masquerade and family == "ipv4") or _forward_ports(zone, family, remote_only=True)
+    )
 
 
 def compile_catchall(zone: Zone, config: Config) -> Ruleset:
@@ -240,10 +277,12 @@ def compile_catchall(zone: Zone, config: Config) -> Ruleset:
                 dispatch.append(
                     DispatchRule(chain, Rule("RETURN", in_interface=name), SECTION_CATCHALL)
                 )
-            dispatch.append(DispatchRule(chain, Rule(CATCHALL_CHAINS[kind]), SECTION_CATCHALL))
+            target = CATCHALL_CHAINS[kind]
+            goto = uses_goto(chain, target)
+            dispatch.append(DispatchRule(chain, Rule(target, goto=goto), SECTION_CATCHALL))
         chains = (
             (CATCHALL_CHAINS["in"], input_rules(zone, config, family, "*")),
             (CATCHALL_CHAINS["fwd"], forward_rules(zone, family, "*")),
         )
         tables[family] = {"filter": TablePlan(chains, tuple(dispatch))}
-    return Ruleset(None, zone.name, tables, False)
+    return Ruleset(None, zone.name, tables)

@@ -23,7 +23,7 @@ from .layout import CHAIN_KINDS, log_prefix
 from .paths import Paths, config_fingerprint
 
 CACHE_FILE = "compiled"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: forwarding names families
 STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
 FALLBACK_ZONE = "block"
 
@@ -38,7 +38,7 @@ class ZonePlan:
         self.digest: str = data["digest"]  # fingerprint of the rules, for an interface-free name
         self.problem: str = data["problem"]  # why the configured zone cannot be used
         self.fallback: str = data["fallback"]  # what stands in for it
-        self.forwarding: bool = data["forwarding"]
+        self.forwarding: tuple[str, ...] = data["forwarding"]  # families to forward
         # (family, table) -> (((kind, (spec, ...)), ...), ((dispatch chain, section,
         # direction, kind), ...))
         self.tables: dict = data["tables"]
@@ -54,7 +54,7 @@ class KernelPlan:
 
     __slots__ = ("forwarding", "interface", "tables")
 
-    def __init__(self, interface: str | None, tables: dict, forwarding: bool = False):
+    def __init__(self, interface: str | None, tables: dict, forwarding: tuple[str, ...] = ()):
         self.interface, self.tables, self.forwarding = interface, tables, forwarding
 
 

@@ -60,7 +60,13 @@ def build_entry(iptc, family: str, spec: tuple) -> bytes:
         match = rule.create_match(name)
         for option, value in options:
             match.set_parameter(option, value)
-    module = rule.create_target(target)
+    # python-iptables takes a chain as a target only once it exists; nm-zones' chains may
+    # not yet (the entry is built before the commit that creates them): make a standard
+    # target and name the chain in it, as libiptc resolves jumps by name at commit
+    own_chain = target.startswith("nmz-")
+    module = rule.create_target("ACCEPT" if own_chain else target)
+    if own_chain:
+        module.standard_target = target
     for option, value in target_options:
         module.set_parameter(option, value)
     rule.final_check()
@@ -147,10 +153,16 @@ class Entries:
         return self.known[(family, spec)]
 
     def dispatch(
-        self, family: str, target: str, direction: str = "in", interface: str | None = None
+        self,
+        family: str,
+        target: str,
+        direction: str = "in",
+        interface: str | None = None,
+        goto: bool = False,
     ):
-        """`[-i|-o INTERFACE] -j TARGET`, as a ctypes buffer ready for libiptc. A trailing `+`
-        in the interface matches every name with that prefix (exempt patterns)."""
+        """`[-i|-o INTERFACE] -j TARGET` (`-g TARGET` with goto), as a ctypes buffer ready for
+        libiptc. A trailing `+` in the interface matches every name with that prefix (exempt
+        patterns)."""
         buffer = self.buffer(family, TEMPLATE)
         if family == "ipv4":
             entry = self.iptc.ip4tc.ipt_entry.from_buffer(buffer)
@@ -158,6 +170,8 @@ class Entries:
         else:
             entry = self.iptc.ip6tc.ip6t_entry.from_buffer(buffer)
             header = entry.ipv6
+        if goto:
+            header.flags |= header.IPT_F_GOTO if family == "ipv4" else header.IP6T_F_GOTO
         if interface:
             setattr(header, f"{direction}iface", interface.encode())
             setattr(header, f"{direction}iface_mask", interface_mask(interface))

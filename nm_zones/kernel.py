@@ -29,11 +29,12 @@ from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
     DISPATCH,
+    EGRESS_CHAINS,
     FAMILIES,
     HOOKS,
     SECTION_CATCHALL,
-    SECTION_OUT,
     TABLE_ORDER,
+    uses_goto,
 )
 from .locks import file_lock
 
@@ -141,6 +142,9 @@ class Netfilter:
                     table.create_chain(dispatch_chain)
                 if dispatch_chain not in self._targets(table, builtin):
                     table.insert_entry(builtin, entries.dispatch(family, dispatch_chain), 0)
+                egress = EGRESS_CHAINS.get(dispatch_chain)
+                if egress and not table.is_chain(egress):
+                    table.create_chain(egress)  # the ingress chains jump to it
         if catchall or not self._delete_dispatch_rules(table, family, name, present):
             self._delete_by_scan(table, name, owned, catchall)
         wanted = {chain for chain, _ in chains}
@@ -154,7 +158,8 @@ class Netfilter:
             for spec in specs:
                 table.append_entry(chain, entries.buffer(family, spec))
         for dispatch_chain, section, direction, interface, target in dispatch:
-            entry = entries.dispatch(family, target, direction, interface)
+            goto = uses_goto(dispatch_chain, target)
+            entry = entries.dispatch(family, target, direction, interface, goto)
             position = self._position(table, dispatch_chain, section)
             if position is None:
                 table.append_entry(dispatch_chain, entry)
@@ -172,7 +177,8 @@ class Netfilter:
             dispatch_chain, direction = DISPATCH[kind]
             if token.startswith("~") or not table.is_chain(dispatch_chain):
                 return False  # a hashed token does not give the interface name back
-            entry = self.entries.dispatch(family, chain, direction, token)
+            goto = uses_goto(dispatch_chain, chain)
+            entry = self.entries.dispatch(family, chain, direction, token, goto)
             mask = (ctypes.c_ubyte * len(entry))(*([0xFF] * len(entry)))
             while True:
                 try:
@@ -189,29 +195,21 @@ class Netfilter:
     def _delete_by_scan(self, table, name: str, owned, catchall: bool) -> None:
         """Delete every dispatch rule that leads to an owned chain (and the catch-all's
         RETURN rules), reading each dispatch chain's targets."""
-        for _, dispatch_chain in HOOKS[name]:
-            if not table.is_chain(dispatch_chain):
-                continue
-            targets = self._targets(table, dispatch_chain)
-            doomed = [
-                i for i, t in enumerate(targets) if t in owned or (catchall and t == "RETURN")
-            ]
-            self._delete_rules(table, dispatch_chain, doomed)
+        for _, hooked in HOOKS[name]:
+            for dispatch_chain in (hooked, EGRESS_CHAINS.get(hooked)):
+                if not dispatch_chain or not table.is_chain(dispatch_chain):
+                    continue
+                targets = self._targets(table, dispatch_chain)
+                doomed = [
+                    i for i, t in enumerate(targets) if t in owned or (catchall and t == "RETURN")
+                ]
+                self._delete_rules(table, dispatch_chain, doomed)
 
     def _position(self, table, chain: str, section: int) -> int | None:
-        """Where a dispatch rule of `section` goes (None: at the end), reading only the
-        forward-out rules at the top of the chain as the table holds it now (rules deleted
-        and inserted in this commit included)."""
-        if section == SECTION_CATCHALL:
-            return None
-        if section == SECTION_OUT:
-            return 0
-        position = 0
-        entry = table.first_rule(chain)
-        while entry and _target_name(table, entry).endswith("-fout"):
-            position += 1
-            entry = table.next_rule(entry)
-        return position
+        """Where a dispatch rule of `section` goes: an interface's at the top of its chain
+        (each matches its own interface, so their order does not matter), the catch-all at
+        the end (None)."""
+        return None if section == SECTION_CATCHALL else 0
 
     def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
         """Commit one table; when the kernel refuses entries kept from earlier runs, build
@@ -278,7 +276,7 @@ class Netfilter:
                     table_plan = NO_CHANGE
                 self._commit_table(family, name, owned, table_plan)
         if plan.forwarding:
-            enable_ipv4_forwarding()
+            enable_forwarding(plan.forwarding)
 
     def remove(
         self, interface: str | None, previous_tables: set[tuple[str, str]] | None = None
@@ -403,7 +401,15 @@ def _table_loaded(family: str, name: str) -> bool:
         return True
 
 
-def enable_ipv4_forwarding() -> None:
-    """Masquerade and forward-ports need it; nm-zones never turns it off (others rely on it)."""
-    with open("/proc/sys/net/ipv4/ip_forward", "w") as sysctl:
-        sysctl.write("1\n")
+FORWARDING_SYSCTLS = {
+    "ipv4": "/proc/sys/net/ipv4/ip_forward",
+    "ipv6": "/proc/sys/net/ipv6/conf/all/forwarding",
+}
+
+
+def enable_forwarding(families) -> None:
+    """Masquerade and forward-ports to other hosts need it; nm-zones never turns it off
+    (others rely on it)."""
+    for family in families:
+        with open(FORWARDING_SYSCTLS[family], "w") as sysctl:
+            sysctl.write("1\n")

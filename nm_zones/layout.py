@@ -13,9 +13,19 @@ HOOKS = {
     "raw": (("PREROUTING", "nmz-raw"),),
 }
 TABLE_ORDER = ("raw", "nat", "filter")
-# Where a dispatch rule goes in its chain: forward-out rules first, then per-interface
-# rules, then the catch-all for interfaces no zone claims.
-SECTION_OUT, SECTION_IFACE, SECTION_CATCHALL = 0, 1, 2
+# Forwarded traffic is judged by its ingress interface's zone first, as firewalld orders it:
+# nmz-forward goes (-g) to the ingress interface's chain, whose verdict is final; a zone that
+# neither accepts nor refuses a new flow by itself (target default) asks the egress zones
+# (-j nmz-forward-out: `-o IF -j nmz-if-IF-fout`, masquerade's acceptance), then applies its
+# own tail. No built-in chain jumps to nmz-forward-out: it exists wherever nmz-forward does.
+FORWARD_OUT = "nmz-forward-out"
+EGRESS_CHAINS = {"nmz-forward": FORWARD_OUT}
+# Dispatch rules in these chains go to their chain (-g) instead of jumping: a RETURN there
+# (traffic someone else DNAT'ed) leaves nm-zones for the rest of the built-in chain.
+GOTO_CHAINS = frozenset({"nmz-forward"})
+# Where a dispatch rule goes in its chain: per-interface rules at the top, then the
+# catch-all for interfaces no zone claims.
+SECTION_IFACE, SECTION_CATCHALL = 1, 2
 # An interface's chains, `nmz-if-IFACE-KIND`: no kind's `-KIND` ends another's.
 CHAIN_KINDS = ("in", "fwd", "fout", "pre", "post", "raw")
 CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
@@ -24,7 +34,7 @@ CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
 DISPATCH = {
     "in": ("nmz-input", "in"),
     "fwd": ("nmz-forward", "in"),
-    "fout": ("nmz-forward", "out"),
+    "fout": (FORWARD_OUT, "out"),
     "pre": ("nmz-pre", "in"),
     "post": ("nmz-post", "out"),
     "raw": ("nmz-raw", "in"),
@@ -56,6 +66,11 @@ IP_PROTOCOLS = {
     "mpls-in-ip": 137,
     "dccp": 33,
 }
+
+
+def uses_goto(chain: str, target: str) -> bool:
+    """Whether the dispatch rule in `chain` leading to `target` is a goto (-g)."""
+    return chain in GOTO_CHAINS and target != "RETURN"
 
 
 def log_prefix(zone: str, interface: str) -> str:

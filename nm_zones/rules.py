@@ -9,7 +9,7 @@ kernel will report back.
 from __future__ import annotations
 
 from .digest import fingerprint
-from .layout import HOOKS, SECTION_IFACE, TABLE_ORDER
+from .layout import EGRESS_CHAINS, HOOKS, SECTION_IFACE, TABLE_ORDER, uses_goto
 from .lazy import import_deferring
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
@@ -38,6 +38,7 @@ class Rule:
     out_interface: str | None = None
     protocol: str | None = None
     matches: tuple[Match, ...] = ()
+    goto: bool = False  # -g: the target's verdict, or its end, ends the calling chain too
 
     @classmethod
     def from_spec(cls, spec: tuple, direction: str = "in", interface: str | None = None) -> Rule:
@@ -88,7 +89,7 @@ class Rule:
             parts += ["-m", match.name]
             for option, value in match.options:
                 parts += [f"--{option}", _quote(value)]
-        parts += ["-j", self.target]
+        parts += ["-g" if self.goto else "-j", self.target]
         for option, value in self.target_options:
             parts += [f"--{option}", _quote(value)]
         return " ".join(parts)
@@ -118,7 +119,7 @@ class Ruleset:
     interface: str | None
     zone: str
     tables: dict[str, dict[str, TablePlan]] = field(default_factory=dict)  # family -> table
-    needs_forwarding: bool = False
+    needs_forwarding: tuple[str, ...] = ()  # families whose forwarding the zone switches on
 
     def save_text(self, family: str) -> str:
         """iptables-save text of this ruleset, loadable with `-restore --noflush`."""
@@ -128,7 +129,8 @@ class Ruleset:
             if plan is None:
                 continue
             lines.append(f"*{table}")
-            dispatch_chains = sorted({d.chain for d in plan.dispatch})
+            used = {d.chain for d in plan.dispatch}
+            dispatch_chains = sorted(used | {EGRESS_CHAINS[c] for c in used & set(EGRESS_CHAINS)})
             for chain in dispatch_chains:
                 lines.append(f":{chain} - [0:0]")
             for chain, _ in plan.chains:
@@ -167,7 +169,7 @@ class Ruleset:
             result.setdefault(family, {})[table] = TablePlan(
                 tuple((chain, tuple(Rule.from_spec(s) for s in specs)) for chain, specs in chains),
                 tuple(
-                    DispatchRule(chain, Rule.from_spec(_jump(target), way, name), section)
+                    DispatchRule(chain, _dispatch_rule(chain, way, name, target), section)
                     for chain, section, way, name, target in dispatch
                 ),
             )
@@ -180,8 +182,13 @@ class Ruleset:
         return fingerprint(text)
 
 
-def _jump(target: str) -> tuple:
-    return (target, (), None, None, None, ())
+def _dispatch_rule(chain: str, way: str, name: str | None, target: str) -> Rule:
+    return Rule(
+        target,
+        in_interface=name if way == "in" else None,
+        out_interface=name if way == "out" else None,
+        goto=uses_goto(chain, target),
+    )
 
 
 def _quote(value: str) -> str:

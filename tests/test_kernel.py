@@ -231,9 +231,9 @@ def test_remove_leaves_no_trace_of_the_interface(lab):
         ours = [line for line in after if "nmz" in line]
         for line in ours:  # only hooks and the catch-all may remain
             assert re.match(
-                r"(:nmz-(input|forward|pre|post|raw|default-in|default-fwd) |"
+                r"(:nmz-(input|forward|forward-out|pre|post|raw|default-in|default-fwd) |"
                 r"-A (INPUT|FORWARD|PREROUTING|POSTROUTING) -j nmz-|"
-                r"-A nmz-(input|forward) (-i \S+ -j RETURN|-j nmz-default-)|"
+                r"-A nmz-(input|forward) (-i \S+ -j RETURN|-[jg] nmz-default-)|"
                 r"-A nmz-default-)",
                 line,
             ), line
@@ -253,9 +253,10 @@ def test_extra_rules_leading_to_an_interface_chain_do_not_block_a_switch(lab):
     switched = lab.nm_zones("apply", link.name, "public", check=False)
     assert switched.returncode == 1 and "changed by another program" in switched.stderr
     for family in ("ipv4", "ipv6"):
-        leading = [line for line in filter_rules(lab, family) if f"-j nmz-if-{link.name}-" in line]
+        leads = re.compile(rf" -[jg] nmz-if-{re.escape(link.name)}-")
+        leading = [line for line in filter_rules(lab, family) if leads.search(line)]
         assert sorted(leading) == [
-            f"-A nmz-forward -i {link.name} -j nmz-if-{link.name}-fwd",
+            f"-A nmz-forward -i {link.name} -g nmz-if-{link.name}-fwd",
             f"-A nmz-input -i {link.name} -j nmz-if-{link.name}-in",
         ], family
     assert "kernel: in place" in lab.nm_zones("status").stdout

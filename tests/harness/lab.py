@@ -1,4 +1,5 @@
-"""A small network lab in namespaces: a zoned host and a peer, joined by veth pairs.
+"""A small network lab in namespaces: a zoned host and a peer, joined by veth pairs, and for
+forwarding an inner namespace behind the zoned host (add_inner, route_via, enable_forwarding).
 
 Nothing here ever changes the namespace the test runner lives in: namespaces and links are
 made with pyroute2 (its netlink sockets live in the target namespace), and every process that
@@ -60,11 +61,13 @@ class Link:
 
 @dataclass
 class Lab:
-    """`zoned` holds the interfaces nm-zones filters; `peer` probes them from outside."""
+    """`zoned` holds the interfaces nm-zones filters; `peer` probes them from outside;
+    `inner`, once add_inner made it, is a host the zoned host routes for."""
 
     tmp: str
     zoned: str = ""
     peer: str = ""
+    inner: str = ""
     links: list[Link] = field(default_factory=list)
     processes: list[subprocess.Popen] = field(default_factory=list)
 
@@ -86,8 +89,9 @@ class Lab:
             ["sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"],
         )
 
-    def add_link(self, name: str | None = None) -> Link:
-        """A veth pair: `name` on the zoned host, its peer end in the peer namespace."""
+    def add_link(self, name: str | None = None, namespace: str | None = None) -> Link:
+        """A veth pair: `name` on the zoned host, its other end in `namespace` (the peer's)."""
+        namespace = namespace or self.peer
         n = len(self.links) + 1
         name = name or f"vz{n}"
         link = Link(name, f"vp{n}", f"10.77.{n}.1", f"fd77:{n}::1", f"10.77.{n}.2", f"fd77:{n}::2")
@@ -96,13 +100,38 @@ class Lab:
                 "add",
                 ifname=name,
                 kind="veth",
-                peer={"ifname": link.peer_name, "net_ns_fd": self.peer},
+                peer={"ifname": link.peer_name, "net_ns_fd": namespace},
             )
             configure_end(ns, name, link.ipv4, link.ipv6)
-        with NetNS(self.peer) as ns:
+        with NetNS(namespace) as ns:
             configure_end(ns, link.peer_name, link.peer_ipv4, link.peer_ipv6)
         self.links.append(link)
         return link
+
+    def add_inner(self, name: str | None = None) -> Link:
+        """A link from the zoned host to the inner namespace (made on first use), which
+        routes everything through the zoned host."""
+        if not self.inner:
+            self.inner = self.zoned.replace("nmz-z-", "nmz-i-")
+            netns.create(self.inner)
+            with NetNS(self.inner) as ns:
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        link = self.add_link(name, self.inner)
+        self.route_via(self.inner, link)
+        return link
+
+    def route_via(self, namespace: str, link: Link) -> None:
+        """Default routes of `namespace`, both families, through the zoned end of `link`."""
+        self.run(namespace, ["ip", "route", "add", "default", "via", link.ipv4])
+        self.run(namespace, ["ip", "-6", "route", "add", "default", "via", link.ipv6])
+
+    def enable_forwarding(self) -> None:
+        """The zoned host routes, IPv4 and IPv6 (nm-zones itself turns on only what a zone
+        needs)."""
+        self.run(
+            self.zoned,
+            ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"],
+        )
 
     def delete_link(self, name: str) -> None:
         with NetNS(self.zoned) as ns:
@@ -157,21 +186,23 @@ class Lab:
     def shell(self, command: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(self.zoned, ["sh", "-c", command], check=check)
 
-    def listen(self, tcp=(22, 8080), udp=(631,)) -> None:
-        self.processes.append(
-            start_listener(["ip", "netns", "exec", self.zoned], self.env(), tcp, udp)
-        )
+    def listen(self, tcp=(22, 8080), udp=(631,), namespace: str | None = None, whoami=()):
+        """Services in `namespace` (the zoned host's by default); see listen.py."""
+        enter = ["ip", "netns", "exec", namespace or self.zoned]
+        self.processes.append(start_listener(enter, self.env(), tcp, udp, whoami))
 
-    def probe(self, specs: list[dict]) -> list[str]:
-        return run_probes(self.peer, specs, self.env())
+    def probe(self, specs: list[dict], namespace: str | None = None) -> list[str]:
+        """Probes from `namespace` (the peer's by default)."""
+        return run_probes(namespace or self.peer, specs, self.env())
 
     def close(self) -> None:
         for process in self.processes:
             process.kill()
             process.wait()
-        for name in (self.zoned, self.peer):
-            with contextlib.suppress(OSError):
-                netns.remove(name)
+        for name in (self.zoned, self.peer, self.inner):
+            if name:
+                with contextlib.suppress(OSError):
+                    netns.remove(name)
 
 
 def configure_end(ns, name: str, ipv4: str, ipv6: str) -> None:
@@ -182,7 +213,7 @@ def configure_end(ns, name: str, ipv4: str, ipv6: str) -> None:
     ns.link("set", index=index, state="up")
 
 
-def start_listener(enter: list[str], env: dict, tcp, udp) -> subprocess.Popen:
+def start_listener(enter: list[str], env: dict, tcp, udp, whoami=()) -> subprocess.Popen:
     """listen.py started through `enter` (ip netns exec, nsenter), once it is listening."""
     process = subprocess.Popen(
         [
@@ -193,6 +224,8 @@ def start_listener(enter: list[str], env: dict, tcp, udp) -> subprocess.Popen:
             ",".join(map(str, tcp)),
             "--udp",
             ",".join(map(str, udp)),
+            "--whoami",
+            ",".join(map(str, whoami)),
         ],
         stdout=subprocess.PIPE,
         text=True,

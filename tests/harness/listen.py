@@ -1,7 +1,8 @@
 """Services on the zoned host: TCP accept and UDP echo on the given ports, IPv4 and IPv6.
 
 Run inside the zoned namespace; prints `ready` once every socket listens, then serves until
-killed. `python3 listen.py --tcp 22,8080 --udp 631`.
+killed. `python3 listen.py --tcp 22,8080 --udp 631 --whoami 7777`: a `--whoami` TCP port
+answers each connection with the client's address as this host sees it (NAT shows), a line.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tcp", default="")
     parser.add_argument("--udp", default="")
+    parser.add_argument("--whoami", default="")
     args = parser.parse_args()
     selector = selectors.DefaultSelector()
     for family, any_address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-        for kind, ports in ((socket.SOCK_STREAM, args.tcp), (socket.SOCK_DGRAM, args.udp)):
+        for kind, ports, role in (
+            (socket.SOCK_STREAM, args.tcp, socket.SOCK_STREAM),
+            (socket.SOCK_DGRAM, args.udp, socket.SOCK_DGRAM),
+            (socket.SOCK_STREAM, args.whoami, "whoami"),
+        ):
             for port in filter(None, ports.split(",")):
                 sock = socket.socket(family, kind)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -28,12 +34,16 @@ def main() -> None:
                 sock.bind((any_address, int(port)))
                 if kind == socket.SOCK_STREAM:
                     sock.listen(128)
-                selector.register(sock, selectors.EVENT_READ, kind)
+                selector.register(sock, selectors.EVENT_READ, role)
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():
             sock = key.fileobj
-            if key.data == socket.SOCK_STREAM:
+            if key.data == "whoami":
+                connection, peer = sock.accept()
+                with connection:
+                    connection.sendall(f"{peer[0]}\n".encode())
+            elif key.data == socket.SOCK_STREAM:
                 connection, _ = sock.accept()
                 selector.register(connection, selectors.EVENT_READ, "conn")
             elif key.data == "conn":
