@@ -546,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except KernelError as error:
         print(f"nm-zones: kernel: {error}", file=sys.stderr)
+        from .log import to_syslog
+
+        to_syslog(f"kernel: {error}", warning=True)
         return EXIT_FAILURE
     except BrokenPipeError:
         return EXIT_FAILURE
