@@ -245,7 +245,7 @@ def saved_rules(lab) -> str:
     )
 
 
-@pytest.mark.parametrize("door", ["hook up", "nm-zones apply"])
+@pytest.mark.parametrize("door", ["hook up", "nm-zones apply", "nm-zones reload"])
 def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door):
     bound, unbound = lab.add_link(), lab.add_link()
     lab.listen()
@@ -261,8 +261,13 @@ def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door
     )
     if door == "hook up":
         argv = [PYTHON, HOOK, unbound.name, "up"]
-    else:
+    elif door == "nm-zones apply":
         argv = [PYTHON, "-m", "nm_zones", "apply", unbound.name, "work"]
+    else:  # as at boot, with a zone file changed since
+        os.makedirs(os.path.join(lab.config_dir, "zones.d"), mode=0o755, exist_ok=True)
+        with open(os.path.join(lab.config_dir, "zones.d", "home.yaml"), "w") as stream:
+            stream.write("services: [ssh]\n")
+        argv = [PYTHON, "-m", "nm_zones", "reload"]
     env = lab.env(PYTHONPATH=f"{broken}:{REPO}", CONNECTION_ID="x")
     sandbox = subprocess.run(
         [
