@@ -138,8 +138,9 @@ class LazyRe(LazyModule):
 
     def __getattr__(self, attribute: str):
         value = super().__getattr__(attribute)
-        if type(value) is not type(_real_pattern):  # a class, a constant: as it is
+        if type(value) is not type(_real_pattern):  # classes (re.error), constants: as they are
             return value
+        # re's functions (findall, sub, ...): with the LazyPattern compiled first
 
         def call(*args, **kwargs):
             args = tuple(_real_pattern(a) for a in args)

@@ -113,6 +113,39 @@ def probe_ssh_and_8080(lab, link) -> list[str]:
 FILTERED = ["accepted", "rejected", "accepted", "rejected"]  # ssh open, 8080 refused
 
 
+# -- pure parts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "names, expected",
+    [
+        (["libxtables.so", "libxtables.so.12", "libxtables.so.12.7.0"], "libxtables.so.12"),
+        (["libxtables.so", "libxtables.so.12.7.0"], "libxtables.so.12.7.0"),
+        (["libxtables.so"], None),
+        (["libxtables.so.10", "libxtables.so.12", "libxtables.so.dev"], "libxtables.so.12"),
+        (["libxtables.so.12", "libxtables.so.12.7.0", "libxt_tcp.so"], "libxtables.so.12"),
+    ],
+)
+def test_only_versioned_library_names_are_chosen(names, expected):
+    from nm_zones.iptc_env import versioned_library
+
+    assert versioned_library(names, "xtables") == expected
+
+
+def test_lazy_re_stands_in_for_every_use():
+    import re as real_re
+
+    from nm_zones.iptc_env import LazyRe
+
+    lazy = LazyRe("re")
+    pattern = lazy.compile(r"(\w+)=(\d+)", real_re.I)
+    assert lazy.findall(pattern, "A=1 b=2") == [("A", "1"), ("b", "2")]
+    assert pattern.sub(r"\2", "x=7") == "7" and pattern.flags & real_re.I
+    assert lazy.sub(pattern=pattern, repl="-", string="a=1") == "-"
+    with pytest.raises(lazy.error):
+        lazy.compile("(").match("x")
+
+
 # -- Debian's python3-iptables 1.0.1 under Debian's /usr/bin/python3 -----------------------
 
 
