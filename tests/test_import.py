@@ -55,7 +55,7 @@ def debian_python_iptables() -> None:
     )
     for package, path in needed:
         if not os.path.exists(path):
-            pytest.skip(f"Debian's {package} is not installed ({path} missing): apt-get install")
+            pytest.skip(f"Debian's {package} is not installed ({path} missing; .ci/setup has it)")
 
 
 def installed_scripts(python: str, folder: str) -> tuple[str, str]:
@@ -67,7 +67,7 @@ def installed_scripts(python: str, folder: str) -> tuple[str, str]:
         "open(sys.argv[1], 'w').write(command_text())\nopen(sys.argv[2], 'w').write(hook_text())"
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO, "PYTHONDONTWRITEBYTECODE": "1"}
-    subprocess.run([python, "-c", code, command, hook], env=env, check=True)
+    subprocess.run([python, "-c", code, command, hook], env=env, check=True, cwd=REPO)
     for path in (command, hook):
         os.chmod(path, 0o755)
     return command, hook
@@ -78,7 +78,7 @@ def package_folders(python: str) -> str:
     code = "from nm_zones.install import package_paths; print(':'.join(package_paths()))"
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO}
     return subprocess.run(
-        [python, "-c", code], env=env, check=True, capture_output=True, text=True
+        [python, "-c", code], env=env, check=True, capture_output=True, text=True, cwd=REPO
     ).stdout.strip()
 
 
@@ -89,7 +89,11 @@ def import_report(lab, python: str, enter: list[str] | None = None, pythonpath: 
         result = lab.run(lab.zoned, argv, PYTHONPATH=pythonpath)
     else:
         result = subprocess.run(
-            [*enter, *argv], capture_output=True, text=True, env=lab.env(PYTHONPATH=pythonpath)
+            [*enter, *argv],
+            capture_output=True,
+            text=True,
+            env=lab.env(PYTHONPATH=pythonpath),
+            cwd=REPO,
         )
         assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -174,9 +178,8 @@ def test_debian_python_iptables_applies_zones_for_real(lab, tmp_path):
 
 
 def library_folder() -> str:
-    found = glob.glob("/usr/lib/*/libxtables.so.[0-9]*") + glob.glob(
-        "/usr/lib*/libxtables.so.[0-9]*"
-    )
+    patterns = ("/usr/lib/*/libxtables.so.[0-9]*", "/usr/lib*/libxtables.so.[0-9]*")
+    found = [path for pattern in patterns for path in glob.glob(pattern)]
     if not found:
         pytest.skip("libxtables is not installed")
     return os.path.dirname(found[0])
@@ -194,9 +197,12 @@ def with_development_links(tmp_path, namespace: str) -> list[str]:
         if os.path.lexists(os.path.join(folder, f"lib{short}.so")):
             continue
         sonames = sorted(
-            os.path.basename(p)
-            for p in glob.glob(os.path.join(folder, f"lib{short}.so.[0-9]*"))
-            if re.fullmatch(rf"lib{short}\.so\.\d+", os.path.basename(p))
+            (
+                os.path.basename(p)
+                for p in glob.glob(os.path.join(folder, f"lib{short}.so.[0-9]*"))
+                if re.fullmatch(rf"lib{short}\.so\.\d+", os.path.basename(p))
+            ),
+            key=lambda name: int(name.rpartition(".")[2]),
         )
         os.symlink(sonames[-1], links / f"lib{short}.so")
     if not os.listdir(links):  # libxtables-dev is installed
