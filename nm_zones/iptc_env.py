@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import KernelError
 from .lazy import LazyModule, StandIns
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
@@ -164,9 +163,9 @@ def _stand_ins() -> dict:
     import _socket
 
     socket = LazyModule("socket")
-    for name in dir(_socket):
-        if name in _SOCKET_FUNCTIONS or (name.isupper() and type(getattr(_socket, name)) is int):
-            setattr(socket, name, getattr(_socket, name))
+    for name, value in vars(_socket).items():
+        if name in _SOCKET_FUNCTIONS or (type(value) is int and name.isupper()):
+            setattr(socket, name, value)
     distutils_sysconfig = LazyModule("distutils.sysconfig")  # 12-20 ms; iptc 1.0.1 needs it
 
     def get_python_lib(*args, **kwargs):
@@ -303,6 +302,8 @@ def import_iptc():
     try:
         import iptc
     except Exception as error:  # whatever it is: one clear line
+        from .errors import KernelError
+
         _forget_iptc()
         reason = " ".join(str(error).split()) or "no reason given"
         raise KernelError(
