@@ -1,19 +1,24 @@
-"""Import python-iptables fast: every NetworkManager event pays for this import.
+"""Import python-iptables fast, and never at the firewall's cost.
 
-A plain `import iptc` costs 250-450 ms: it runs `ldconfig -v` to find the xtables extension
+A plain `import iptc` costs 100-450 ms: it runs `ldconfig -v` to find the xtables extension
 folder, asks `ctypes.util.find_library` (which spawns ldconfig or gcc) for each library, runs
-`modprobe` twice, imports setuptools' distutils shim, and pulls in re, subprocess, socket and
-shlex, which the rules nm-zones commits never use. Here:
+`modprobe` twice, imports distutils (setuptools' shim, when installed), and pulls in re,
+subprocess, socket and shlex, which the rules nm-zones commits never use. The tuned import:
 
-- the libraries are located with a few stat calls, and iptc's `find_library`, `find_libc` and
-  `load_kernel` are swapped for versions that use them (modprobe runs only for a module the
-  kernel has not loaded yet), before iptc's modules bind those names;
-- while iptc imports, `re`, `shlex` and `subprocess` are stand-ins that import the real module
-  the first time an attribute is used (rule parsing and printing, never an event), `socket` is
-  its C core `_socket` (the constants and address functions iptc uses), `ctypes.util` answers
-  from the located paths, and `distutils.sysconfig` is absent (iptc has a fallback).
+- locates the libraries with a few directory listings, by their versioned names
+  (`libxtables.so.12`: iptc reads the major version from the name to pick libxtables' struct
+  layout; the unversioned `libxtables.so` of libxtables-dev says nothing), and swaps iptc's
+  `find_library`, `find_libc` and `load_kernel` for versions that use them (modprobe runs
+  only for a module the kernel has not loaded yet), before iptc's modules bind those names;
+- while iptc imports, `re`, `shlex`, `subprocess`, `socket`, `ctypes.util` and
+  `distutils.sysconfig` are stand-ins that hand every use on to the real module, imported
+  then (rule parsing and printing, never an event); only what is the same either way is
+  answered without it (socket's constants and address functions from its C core `_socket`,
+  `subprocess.PIPE`).
 
-An iptc that does not have the functions swapped here is imported the slower, plain way.
+Whatever goes wrong there, iptc and the stand-ins leave sys.modules, the environment is put
+back, and iptc is imported the plain way; when that fails too, the error (KernelError) names
+the library and its version.
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ import sys
 from .lazy import LazyModule, StandIns
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
-_LAZY = ("re", "shlex", "subprocess")
+_ENVIRONMENT = ("XTABLES_LIBDIR", "SETUPTOOLS_USE_DISTUTILS")
+# What socket.py takes from _socket unchanged (its AF_* constants become enum members there,
+# equal to these ints); any other name is the real socket module's.
+_SOCKET_FUNCTIONS = ("inet_pton", "inet_ntop", "inet_aton", "inet_ntoa", "error")
+_SOCKET_FUNCTIONS += ("htonl", "htons", "ntohl", "ntohs")
 
 
 def _library_dirs() -> list[str]:
@@ -33,24 +42,41 @@ def _library_dirs() -> list[str]:
     return [*dirs, "/usr/lib64", "/lib64", "/usr/lib", "/lib"]
 
 
+def versioned_library(names: list[str], short: str) -> str | None:
+    """Among file names, the library `lib<short>.so.MAJOR` to load: the soname form
+    (`libxtables.so.12`) of the highest major, else the shortest name with a major
+    (`libxtables.so.12.7.0`); never the unversioned development link `libxtables.so`."""
+    prefix = f"lib{short}.so."
+    best: tuple | None = None
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        version = name[len(prefix) :].split(".")
+        if not version[0].isdigit():
+            continue
+        rank = (int(version[0]), -len(version), -len(name))
+        if best is None or rank > best[0]:
+            best = (rank, name)
+    return best[1] if best else None
+
+
 def locate_libraries() -> dict[str, str]:
-    """Short library name -> path, for libip4tc, libip6tc, libxtables, libc and libxtwrapper."""
+    """Short library name -> path, for libip4tc, libip6tc, libxtables, libc and libxtwrapper,
+    and "xtables-dir" -> the extension folder next to libxtables."""
     found: dict[str, str] = {}
-    prefixes = tuple(f"lib{short}.so" for short in _LIBRARIES)
+    prefixes = tuple(f"lib{short}.so." for short in _LIBRARIES)
     for directory in _library_dirs():
         try:  # one pass over what can be thousands of names
             names = [n for n in os.listdir(directory) if n.startswith(prefixes)]
         except OSError:
             continue
         for short in _LIBRARIES:
-            if short in found:
-                continue
-            prefix = f"lib{short}.so"
-            versions = sorted(n for n in names if n.startswith(prefix + ".") or n == prefix)
-            if versions:
-                found[short] = os.path.join(directory, min(versions, key=len))
+            library = None if short in found else versioned_library(names, short)
+            if library:
+                found[short] = os.path.join(directory, library)
+                if short == "xtables" and os.path.isdir(os.path.join(directory, "xtables")):
+                    found["xtables-dir"] = os.path.join(directory, "xtables")
         if all(short in found for short in _LIBRARIES):
-            found["xtables-dir"] = os.path.join(directory, "xtables")
             break
     found["c"] = "libc.so.6"
     from importlib.machinery import EXTENSION_SUFFIXES
@@ -86,25 +112,78 @@ def module_loaded(name: str) -> bool:
         return False
 
 
-def _stand_ins(known: dict[str, str]) -> dict:
+class LazyPattern:
+    """What the `re` stand-in's compile returns: the pattern, compiled on first use."""
+
+    __slots__ = ("_compiled", "_pattern", "_re")
+
+    def __init__(self, lazy_re: LazyModule, pattern, flags: int):
+        self._re, self._pattern, self._compiled = lazy_re, (pattern, flags), None
+
+    def real(self):
+        if self._compiled is None:
+            self._compiled = self._re.real().compile(*self._pattern)
+        return self._compiled
+
+    def __getattr__(self, attribute: str):
+        return getattr(self.real(), attribute)
+
+
+class LazyRe(LazyModule):
+    """`re` until first use; its functions also take a LazyPattern where re takes a pattern."""
+
+    def compile(self, pattern, flags: int = 0) -> LazyPattern:
+        return LazyPattern(self, pattern, flags)
+
+    def __getattr__(self, attribute: str):
+        value = super().__getattr__(attribute)
+        if type(value) is not type(_real_pattern):  # classes (re.error), constants: as they are
+            return value
+        # re's functions (findall, sub, ...): with the LazyPattern compiled first
+
+        def call(*args, **kwargs):
+            args = tuple(_real_pattern(a) for a in args)
+            return value(*args, **{k: _real_pattern(a) for k, a in kwargs.items()})
+
+        return call
+
+
+def _real_pattern(value):
+    return value.real() if isinstance(value, LazyPattern) else value
+
+
+def _stand_ins() -> dict:
     """Module name -> what stands in for it while iptc imports."""
-    lazy_re = LazyModule("re")
-    # iptc compiles one pattern at class creation and only ever passes it to re.findall,
-    # which takes the pattern text as well (and caches its compilation).
-    lazy_re.compile = lambda pattern, flags=0: pattern
-    lazy_subprocess = LazyModule("subprocess")  # iptc binds Popen and PIPE when imported
-    lazy_subprocess.PIPE = -1
-    lazy_subprocess.Popen = lambda *args, **kwargs: lazy_subprocess.real().Popen(*args, **kwargs)
-    ctypes_util = LazyModule("ctypes.util")
-    ctypes_util.find_library = lambda name: known.get(name) or ctypes_util.real().find_library(name)
+    subprocess = LazyModule("subprocess")  # iptc binds Popen and PIPE when imported
+
+    def popen(*args, **kwargs):
+        return subprocess.real().Popen(*args, **kwargs)
+
+    subprocess.PIPE, subprocess.Popen = -1, popen
+    import _socket
+
+    socket = LazyModule("socket")
+    for name, value in vars(_socket).items():
+        if name in _SOCKET_FUNCTIONS or (type(value) is int and name.isupper()):
+            setattr(socket, name, value)
+    distutils_sysconfig = LazyModule("distutils.sysconfig")  # 12-20 ms; iptc 1.0.1 needs it
+
+    def get_python_lib(*args, **kwargs):
+        try:
+            return distutils_sysconfig.real().get_python_lib(*args, **kwargs)
+        except ImportError:  # no distutils (Python 3.12): what python-iptables 1.2 does then
+            import sysconfig as paths
+
+            return paths.get_path("purelib")
+
+    distutils_sysconfig.get_python_lib = get_python_lib
     return {
-        "re": lazy_re,
+        "re": LazyRe("re"),
         "shlex": LazyModule("shlex"),
-        "subprocess": lazy_subprocess,
-        "socket": __import__("_socket"),
-        "ctypes.util": ctypes_util,
-        "distutils": None,  # iptc falls back to sysconfig
-        "distutils.sysconfig": None,
+        "subprocess": subprocess,
+        "socket": socket,
+        "ctypes.util": LazyModule("ctypes.util"),
+        "distutils.sysconfig": distutils_sysconfig,
     }
 
 
@@ -114,28 +193,25 @@ def _preload_util():
 
     package = PathFinder.find_spec("iptc")
     if package is None or not package.submodule_search_locations:
-        return None
+        raise ImportError("no module named 'iptc'")
     spec = PathFinder.find_spec("iptc.util", package.submodule_search_locations)
     if spec is None or spec.loader is None:
-        return None
+        raise ImportError("python-iptables without iptc.util")
     module = type(sys)("iptc.util")
     module.__spec__, module.__file__, module.__package__ = spec, spec.origin, "iptc"
     module.__loader__ = spec.loader
     sys.modules["iptc.util"] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop("iptc.util", None)
-        raise
+    spec.loader.exec_module(module)
     return module
 
 
-def _swap_util_functions(util, known: dict[str, str]) -> bool:
-    """Give iptc.util library lookups that use the located paths; False if iptc differs."""
+def _swap_util_functions(util, known: dict[str, str]) -> None:
+    """Give iptc.util library lookups that use the located paths."""
     import ctypes
 
-    if not all(hasattr(util, f) for f in ("find_library", "find_libc", "load_kernel")):
-        return False
+    missing = {"find_library", "find_libc", "load_kernel"} - set(dir(util))
+    if missing:
+        raise ImportError(f"python-iptables without {', '.join(sorted(missing))} in iptc.util")
     original_find_library, original_load_kernel = util.find_library, util.load_kernel
 
     def find_library(*names):
@@ -153,38 +229,84 @@ def _swap_util_functions(util, known: dict[str, str]) -> bool:
             original_load_kernel(name, exc_if_failed)
 
     util.find_library, util.find_libc, util.load_kernel = find_library, find_libc, load_kernel
-    return True
 
 
-def import_iptc():
-    """Return the iptc module, imported as described above."""
-    if "iptc" in sys.modules:
-        return sys.modules["iptc"]
+def _tuned_import():
     import ctypes
 
     known = locate_libraries()
+    missing = [f"lib{short}.so.N" for short in _LIBRARIES if short not in known]
+    if missing:
+        raise ImportError(f"not found: {', '.join(missing)}")
     if "xtables-dir" in known:
         os.environ.setdefault("XTABLES_LIBDIR", known["xtables-dir"])
     os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
+    with StandIns(_stand_ins()) as stand_ins:
+        if "ctypes.util" in stand_ins:  # `import ctypes.util` binds ctypes, then uses .util
+            ctypes.util = stand_ins["ctypes.util"]  # stays until the real one is imported
+        _swap_util_functions(_preload_util(), known)
+        import iptc
+    return iptc
+
+
+def _forget_iptc() -> None:
+    """Take what an import of iptc left behind out of sys.modules: a partly imported iptc,
+    the stand-ins (ctypes.util included), so that the next import starts clean."""
+    for name in [n for n in sys.modules if n == "iptc" or n.startswith("iptc.")]:
+        del sys.modules[name]
+    import ctypes
+
+    if isinstance(getattr(ctypes, "util", None), LazyModule):
+        del ctypes.util
+
+
+def version_of_iptc() -> str:
+    """`python-iptables 1.0.1` as its iptc/version.py says, read without importing iptc."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec("iptc")
+    folders = (spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "version.py"), encoding="utf-8") as stream:
+                for line in stream:
+                    name, _, value = line.partition("=")
+                    if name.strip() == "__version__":
+                        return f"python-iptables {value.strip().strip(chr(34) + chr(39))}"
+        except OSError:
+            pass
+    return "python-iptables"
+
+
+def import_iptc():
+    """Return the iptc module: the tuned import described above, else the plain one."""
+    if "iptc" in sys.modules:
+        return sys.modules["iptc"]
+    environment = {name: os.environ.get(name) for name in _ENVIRONMENT}
     # setuptools' distutils shim (a .pth file installs it) would answer a distutils import
     # by importing all of setuptools: 0.3 s.
     shims = [f for f in sys.meta_path if type(f).__module__ == "_distutils_hack"]
     for shim in shims:
         sys.meta_path.remove(shim)
-    replacements = StandIns(_stand_ins(known))
     try:
-        with replacements as stand_ins:
-            if "ctypes.util" in stand_ins:
-                ctypes.util = stand_ins["ctypes.util"]
-            util = _preload_util()
-            if util is None or not _swap_util_functions(util, known):
-                sys.modules.pop("iptc.util", None)
-                for name in _LAZY:  # a plain import, with the real modules
-                    if name in stand_ins:
-                        del sys.modules[name]
-            import iptc
+        return _tuned_import()
+    except Exception:  # any failure here ends in the plain import
+        _forget_iptc()
+        for name, value in environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     finally:
         sys.meta_path[0:0] = shims
-        if getattr(ctypes, "util", None) is replacements.modules.get("ctypes.util", False):
-            del ctypes.util
+    try:
+        import iptc
+    except Exception as error:  # whatever it is: one clear line
+        from .errors import KernelError
+
+        _forget_iptc()
+        reason = " ".join(str(error).split()) or "no reason given"
+        raise KernelError(
+            f"{version_of_iptc()} cannot be imported: {type(error).__name__}: {reason}"
+        ) from None
     return iptc
