@@ -303,6 +303,7 @@ def cmd_status(args) -> int:
                 "present": interface_index(name) == binding.ifindex,
                 "kernel": {True: "in place", False: "DIFFERS", None: "unknown"}[held],
                 "degraded": binding.degraded,
+                "flows_ended": binding.flows_ended,
             }
         )
     if args.json:
@@ -324,6 +325,8 @@ def cmd_status(args) -> int:
             )
             if row["connection"]:
                 line += f"  connection: {row['connection']}"
+            if row["flows_ended"]:
+                line += f"  flows ended: {row['flows_ended']}"
             if row["status"] != "applied":
                 line += f"  ({row['status'].upper()})"
             if not row["present"]:

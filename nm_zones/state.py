@@ -33,6 +33,7 @@ class Binding:
         "connection_uuid",
         "degraded",
         "digest",
+        "flows_ended",
         "ifindex",
         "inputs",
         "reason",
@@ -56,6 +57,7 @@ class Binding:
         status: str = "applied",
         degraded: str = "",
         inputs: str = "",
+        flows_ended: int = 0,
     ):
         self.zone = zone
         self.reason = reason
@@ -69,6 +71,7 @@ class Binding:
         self.status = status  # or "applying": a commit was interrupted
         self.degraded = degraded  # why the interface runs on a fallback zone, if it does
         self.inputs = inputs  # what decided it (quick.inputs_key), for the quick path
+        self.flows_ended = flows_ended  # open flows its last switch ended (flows.py)
 
     def table_set(self) -> set[tuple[str, str]]:
         return {(family, table) for family, table in self.tables}

@@ -12,14 +12,11 @@ import socket
 import sys
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tcp", default="")
-    parser.add_argument("--udp", default="")
-    args = parser.parse_args()
-    selector = selectors.DefaultSelector()
+def listening(tcp: str, udp: str):
+    """(socket, kind, port) bound on every address of both families, for comma-separated
+    TCP and UDP port lists; TCP sockets listen."""
     for family, any_address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-        for kind, ports in ((socket.SOCK_STREAM, args.tcp), (socket.SOCK_DGRAM, args.udp)):
+        for kind, ports in ((socket.SOCK_STREAM, tcp), (socket.SOCK_DGRAM, udp)):
             for port in filter(None, ports.split(",")):
                 sock = socket.socket(family, kind)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -28,7 +25,17 @@ def main() -> None:
                 sock.bind((any_address, int(port)))
                 if kind == socket.SOCK_STREAM:
                     sock.listen(128)
-                selector.register(sock, selectors.EVENT_READ, kind)
+                yield sock, kind, int(port)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tcp", default="")
+    parser.add_argument("--udp", default="")
+    args = parser.parse_args()
+    selector = selectors.DefaultSelector()
+    for sock, kind, _ in listening(args.tcp, args.udp):
+        selector.register(sock, selectors.EVENT_READ, kind)
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():
