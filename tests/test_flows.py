@@ -6,17 +6,20 @@ across a veth pair; the switch is `nm-zones apply`, which ends flows through con
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import subprocess
 import threading
 
 import pytest
+from pyroute2 import NetNS, netns
 
 from nm_zones.compiled import load as load_compiled
 from nm_zones.flows import tightens
 from nm_zones.paths import Paths
-from tests.harness.lab import HARNESS, PYTHON
+from tests.harness.lab import HARNESS, PYTHON, Link, configure_end
 
 SESSION = os.path.join(HARNESS, "session.py")
 
@@ -188,6 +191,90 @@ def test_a_switch_that_does_not_tighten_imports_no_pyroute2(lab):
     assert "pyroute2" not in imported("internal")  # the same openings
     assert "pyroute2" in imported("public")  # stricter, and the ssh flows are looked at
     assert send_all(ssh, "after") == ["ok", "ok"]
+    lab.nm_zones("apply", link.name, "home")
+    lab.shell(f"ip address flush dev {link.name}")  # no route through it: nothing to look at
+    assert "pyroute2" not in imported("public")
+
+
+@contextlib.contextmanager
+def behind(lab, via):
+    """A third namespace behind the zoned host, reached from the peer through it: link vb1
+    (10.78.0.1, fd78::1 on the zoned host; .2 and ::2 behind), forwarding on in the zoned
+    host, routes both ways. Yields (namespace, the link)."""
+    name = f"nmz-b-{secrets.token_hex(3)}"
+    netns.create(name)
+    link = Link("vb1", "vh1", "10.78.0.1", "fd78::1", "10.78.0.2", "fd78::2")
+    try:
+        with NetNS(lab.zoned) as ns:
+            ns.link(
+                "add",
+                ifname=link.name,
+                kind="veth",
+                peer={"ifname": link.peer_name, "net_ns_fd": name},
+            )
+            configure_end(ns, link.name, link.ipv4, link.ipv6)
+        with NetNS(name) as ns:
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+            configure_end(ns, link.peer_name, link.peer_ipv4, link.peer_ipv6)
+            ns.route("add", dst="0.0.0.0/0", gateway=link.ipv4)
+            ns.route("add", dst="::/0", gateway=link.ipv6)
+        with NetNS(lab.peer) as ns:
+            ns.route("add", dst="10.78.0.0/24", gateway=via.ipv4)
+            ns.route("add", dst="fd78::/64", gateway=via.ipv6)
+        lab.shell("sysctl -q -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1")
+        yield name, link
+    finally:
+        with contextlib.suppress(OSError):
+            netns.remove(name)
+
+
+def test_forwarded_flows_end_unless_address_translation_still_allows_them(lab):
+    """Flows routed through the host are judged by the zone's forward rules and its port
+    forwarding: a plain forwarded session ends on trusted -> block; one that arrives through
+    a DNAT rule someone else wrote (as docker publishes ports) is accepted by block's
+    forward rules and goes on; one forwarded by the zone's own forward-ports goes on while
+    the new zone forwards that port the same way, and ends when it no longer does."""
+    link = lab.add_link()
+    with behind(lab, link) as (hidden, inside):
+        Server(lab, hidden, tcp="8080", udp="")
+        zones = os.path.join(lab.config_dir, "zones.d")
+        os.makedirs(zones)
+        forwards = (
+            "forward-ports:\n"
+            f"  - {{port: 80/tcp, to-addr: {inside.peer_ipv4}, to-port: 8080}}\n"
+            f"  - {{port: 80/tcp, to-addr: '{inside.peer_ipv6}', to-port: 8080}}\n"
+        )
+        for name, extra in (("gw", ""), ("gw-strict", "icmp-blocks: [echo-request]\n")):
+            with open(os.path.join(zones, f"{name}.yaml"), "w") as stream:
+                stream.write(forwards + extra)
+        lab.shell(
+            f"iptables-legacy -t nat -A PREROUTING -p tcp --dport 8081 -j DNAT"
+            f" --to-destination {inside.peer_ipv4}:8080 &&"
+            f" ip6tables-legacy -t nat -A PREROUTING -p tcp --dport 8081 -j DNAT"
+            f" --to-destination [{inside.peer_ipv6}]:8080"
+        )
+        lab.nm_zones("apply", link.name, "trusted")
+        straight = [
+            Session(lab, lab.peer, "tcp", address, 8080)
+            for address in (inside.peer_ipv4, inside.peer_ipv6)
+        ]
+        published = sessions(lab, lab.peer, "tcp", 8081, link)
+        assert send_all(straight + published, "before") == ["ok"] * 4
+        out = lab.nm_zones("apply", link.name, "block").stdout
+        assert send_all(straight, "after") == ["dead", "dead"]
+        assert send_all(published, "after") == ["ok", "ok"]
+        assert "ended 2 open flow(s)" in out
+
+        lab.nm_zones("apply", link.name, "gw")
+        forwarded = sessions(lab, lab.peer, "tcp", 80, link)
+        assert send_all(forwarded, "before") == ["ok", "ok"]
+        out = lab.nm_zones("apply", link.name, "gw-strict").stdout  # tightens: pings
+        assert send_all(forwarded, "kept") == ["ok", "ok"]
+        assert "ended" not in out
+        out = lab.nm_zones("apply", link.name, "public").stdout
+        assert send_all(forwarded, "after") == ["dead", "dead"]
+        assert send_all(published, "after") == ["ok", "ok"]  # public forwards DNAT'ed too
+        assert "ended 2 open flow(s)" in out
 
 
 # -- which switches tighten (the compiled plans of the shipped zones) ----------------------
