@@ -17,7 +17,7 @@ import pytest
 from pyroute2 import NetNS, netns
 
 from nm_zones.compiled import load as load_compiled
-from nm_zones.flows import tightens
+from nm_zones.flows import Packet, accepts, tightens, translation
 from nm_zones.paths import Paths
 from tests.harness.lab import HARNESS, PYTHON, Link, configure_end
 
@@ -110,20 +110,23 @@ def write_settings(lab, text: str) -> None:
 # -- real sessions -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("zone", ["block", "drop", "home"])
-def test_an_open_session_to_8080_ends_when_trusted_switches_to(lab, zone):
+@pytest.mark.parametrize("zone, ended", [("block", 4), ("drop", 4), ("home", 2)])
+def test_an_open_session_to_8080_ends_when_trusted_switches_to(lab, zone, ended):
+    """The two TCP sessions end; so do the two pings' flows, except in home (ICMP allowed)."""
     link = lab.add_link()
     server = Server(lab, lab.zoned)
     lab.nm_zones("apply", link.name, "trusted")
     web = sessions(lab, lab.peer, "tcp", 8080, link)
     assert send_all(web, "before") == ["ok", "ok"]
+    pings = [{"kind": "ping", "address": address} for address in (link.ipv4, link.ipv6)]
+    assert lab.probe(pings) == ["accepted", "accepted"]
     out = lab.nm_zones("apply", link.name, zone).stdout
     assert send_all(web, "after") == ["dead", "dead"]  # no echo within a second
     assert send_all(web, "later") == ["dead", "dead"]
     assert (server.got("before"), server.got("after"), server.got("later")) == (2, 0, 0)
-    assert f"{link.name}: trusted -> {zone} (command line); ended 2 open flow(s)" in out
-    assert flows_ended(lab, link.name) == 2
-    assert "flows ended: 2" in lab.nm_zones("status").stdout
+    assert f"{link.name}: trusted -> {zone} (command line); ended {ended} open flow(s)" in out
+    assert flows_ended(lab, link.name) == ended
+    assert f"flows ended: {ended}" in lab.nm_zones("status").stdout
 
 
 def test_home_to_public_keeps_ssh_and_ends_the_printer_flow(lab):
@@ -334,6 +337,39 @@ def test_a_zone_that_adds_an_icmp_block_or_drops_a_port_forward_tightens(tmp_pat
     assert not tightens(zone("a"), zone("d"))  # https added
 
 
+def test_the_first_packet_meets_port_forwarding_and_the_chain(shipped):
+    """Pure: how a flow's first packet is read against a zone's compiled rules."""
+
+    def tcp(port: int, family: str = "ipv4", daddr: str = "10.0.0.1") -> Packet:
+        import ipaddress
+
+        address = ipaddress.ip_address(daddr)
+        return Packet(family, 6, ipaddress.ip_address("10.0.0.2"), address, 40000, port)
+
+    dnat = ("DNAT", (("to-destination", "{}"),), None, None, "tcp", (("tcp", (("dport", "80"),)),))
+    for written, expected in (
+        ("10.1.1.1", ("10.1.1.1", None)),
+        ("10.1.1.1:8080", ("10.1.1.1", 8080)),
+        ("[fd00::1]:8080", ("fd00::1", 8080)),
+        ("fd00::1", ("fd00::1", None)),
+    ):
+        spec = (dnat[0], (("to-destination", written),), *dnat[2:])
+        assert translation((spec,), tcp(80)) == expected
+        assert translation((spec,), tcp(81)) is None
+    redirect = ("REDIRECT", (("to-ports", "8080"),), None, None, "tcp", dnat[5])
+    assert translation((redirect,), tcp(80)) == (None, 8080)
+    home = shipped.zone("home").tables[("ipv4", "filter")][0]
+    chain = dict(home)["in"]
+    assert accepts(chain, tcp(22)) and not accepts(chain, tcp(8080))
+    mdns = tcp(5353, daddr="224.0.0.251")
+    mdns.proto, mdns.sport = 17, 5353
+    assert accepts(chain, mdns)
+    mdns.daddr = tcp(1).daddr  # mdns is opened for its multicast group only
+    assert not accepts(chain, mdns)
+    unknown = ("ACCEPT", (), None, None, "tcp", (("recent", (("rcheck", ""),)),))
+    assert not accepts((unknown,), tcp(22))  # read the strict way
+
+
 # -- the setting ---------------------------------------------------------------------------
 
 
@@ -361,6 +397,14 @@ def test_a_bad_settings_file_is_named_with_its_line_and_key(tmp_path, text, mess
     assert result.returncode == 2
     assert result.stderr.startswith(f"{tmp_path}/etc/nm-zones.yaml:{message}")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_huge_settings_file_is_refused_and_the_shipped_settings_hold(tmp_path):
+    result = check(tmp_path, "end-forbidden-flows: false\n" + "#" * (2 << 20) + "\n")
+    assert result.returncode == 2
+    assert "nm-zones.yaml:1: file is larger than 1 MiB" in result.stderr
+    paths = Paths(config=str(tmp_path / "etc"), state=str(tmp_path / "state"))
+    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True}
 
 
 def test_the_setting_travels_in_the_compiled_config(tmp_path):
