@@ -471,7 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "status",
         cmd_status,
-        "what is applied where, since when, why, and whether the kernel still holds it",
+        "what is applied where, since when, why, whether the kernel still holds it, and how "
+        "many open flows the interface's last switch ended",
         "nm-zones status --json",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -52,6 +52,7 @@ PORT_PROTOCOLS = {6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
 ICMP_MATCHES = {"icmp": ("icmp-type", 1), "icmp6": ("icmpv6-type", 58)}
 # include/uapi/linux/netfilter/nf_conntrack_common.h
 IPS_EXPECTED, IPS_DST_NAT = 1 << 0, 1 << 5
+AF_INET6 = 10  # socket.AF_INET6 on Linux (this module is imported by every switch: no socket)
 
 
 def after_switch(compiled, interface: str, before: str, after) -> tuple[int, str]:
@@ -475,7 +476,7 @@ def _delete(conntrack, attr_tuple, flow: Flow) -> int:
     from pyroute2.netlink.exceptions import NetlinkError
 
     orig = flow.orig
-    v4 = flow.family != 10
+    v4 = flow.family != AF_INET6
     icmp = "CTA_PROTO_ICMP_" if v4 else "CTA_PROTO_ICMPV6_"
     tuple_orig = attr_tuple(
         family=flow.family,

@@ -416,3 +416,7 @@ def test_the_setting_travels_in_the_compiled_config(tmp_path):
     assert load_compiled(paths, False).settings == {"end-forbidden-flows": True}
     assert check(tmp_path, "end-forbidden-flows: 1\n").returncode == 2  # broken: the shipped
     assert load_compiled(paths, False).settings == {"end-forbidden-flows": True}
+    if os.geteuid() == 0:  # root reads only admin files others cannot change
+        assert check(tmp_path, "end-forbidden-flows: false\n").returncode == 0
+        os.chmod(tmp_path / "etc" / "nm-zones.yaml", 0o666)
+        assert load_compiled(paths, False).settings == {"end-forbidden-flows": True}
