@@ -335,16 +335,17 @@ class Host:
         self.own: set = set()  # the addresses of the interface
         self.link_local_families: set = set()  # families with a link-local address here
         for message in ipr.get_addr():
-            for attr in ("IFA_LOCAL", "IFA_ADDRESS", "IFA_BROADCAST"):
-                text = message.get_attr(attr)
-                if text is None:
-                    continue
-                address = ipaddress.ip_address(text)
-                self.local.add(address)
-                if message["index"] == ifindex and attr != "IFA_BROADCAST":
-                    self.own.add(address)
-                    if address.is_link_local:
-                        self.link_local_families.add(address.version)
+            # on a point-to-point link IFA_ADDRESS is the other end: IFA_LOCAL is ours
+            text = message.get_attr("IFA_LOCAL") or message.get_attr("IFA_ADDRESS")
+            address = ipaddress.ip_address(text)
+            self.local.add(address)
+            if message["index"] == ifindex:
+                self.own.add(address)
+                if address.is_link_local:
+                    self.link_local_families.add(address.version)
+            broadcast = message.get_attr("IFA_BROADCAST")
+            if broadcast:
+                self.local.add(ipaddress.ip_address(broadcast))
         self._routes: dict = {}
 
     def is_local(self, address) -> bool:
