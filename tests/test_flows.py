@@ -420,3 +420,15 @@ def test_the_setting_travels_in_the_compiled_config(tmp_path):
         assert check(tmp_path, "end-forbidden-flows: false\n").returncode == 0
         os.chmod(tmp_path / "etc" / "nm-zones.yaml", 0o666)
         assert load_compiled(paths, False).settings == {"end-forbidden-flows": True}
+
+
+def test_the_change_record_says_how_many_flows_were_ended():
+    """The line a command prints, and (with its time) the one sent to syslog."""
+    from nm_zones.log import Change
+
+    change = Change("eth0", "trusted", "block", "command line", "Cafe", 41.0, flows_ended=3)
+    assert str(change) == (
+        "eth0: trusted -> block (command line) connection 'Cafe';"
+        " ended 3 open flow(s) the zone forbids"
+    )
+    assert "ended" not in str(Change("eth0", "block", "trusted", "command line"))
