@@ -327,6 +327,7 @@ def cmd_status(args) -> int:
                 "present": interface_index(name) == binding.ifindex,
                 "kernel": _kernel_word(held),
                 "degraded": binding.degraded,
+                "flows_ended": binding.flows_ended,
             }
         )
     catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
@@ -373,6 +374,8 @@ def cmd_status(args) -> int:
             )
             if row["connection"]:
                 line += f"  connection: {row['connection']}"
+            if row["flows_ended"]:
+                line += f"  flows ended: {row['flows_ended']}"
             if row["status"] != "applied":
                 line += f"  ({row['status'].upper()})"
             if not row["present"]:
@@ -553,7 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "status",
         cmd_status,
-        "what is applied where, since when, why, and whether the kernel still holds it",
+        "what is applied where, since when, why, whether the kernel still holds it, and how "
+        "many open flows the interface's last switch ended",
         "nm-zones status --json",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")

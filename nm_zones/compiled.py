@@ -2,10 +2,11 @@
 
 An event has tens of milliseconds. Reading the YAML, building the model's dataclasses and
 compiling cost more than that, so the validated config is reduced once to plain values and
-kept in the state directory (marshal): the connections map, and for every zone its rules
-(rules.Rule.spec) with the chain kinds where an interface's chain names go. The file is
-rebuilt whenever any config file or folder changes identity (paths.config_fingerprint), and
-read only when this user wrote it and nobody else can change it (files.read_trusted).
+kept in the state directory (marshal): the connections map, the settings (nm-zones.yaml), and
+for every zone its rules (rules.Rule.spec) with the chain kinds where an interface's chain
+names go. The file is rebuilt whenever any config file or folder changes identity
+(paths.config_fingerprint), and read only when this user wrote it and nobody else can change
+it (files.read_trusted).
 
 A zone whose file cannot be loaded is compiled here from its stand-in (the shipped
 definition, else `block`); the reason travels with it, so the engine can keep an interface's
@@ -23,7 +24,7 @@ from .layout import CHAIN_KINDS, log_prefix
 from .paths import Paths, config_fingerprint
 
 CACHE_FILE = "compiled"
-CACHE_VERSION = 2  # 2: forwarding names families
+CACHE_VERSION = 3  # 2: forwarding names families; 3: and the settings
 STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
 FALLBACK_ZONE = "block"
 
@@ -102,6 +103,7 @@ class CompiledConfig:
         self.problems: tuple[str, ...] = data["problems"]
         self.zones = {name: ZonePlan(zone) for name, zone in data["zones"].items()}
         self.catchall: dict = data["catchall"]  # zone, digest, degraded, tables; or error
+        self.settings: dict = data["settings"]  # nm-zones.yaml by its keys (model.Settings)
 
     def zone_for(self, key: str) -> str | None:
         """The zone the map gives a connection UUID or name."""
@@ -234,6 +236,7 @@ def build(loaded, paths: Paths) -> dict:
         "problems": tuple(str(problem) for problem in loaded.problems),
         "zones": zones,
         "catchall": catchall,
+        "settings": config.settings.plain(),
     }
 
 

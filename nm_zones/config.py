@@ -23,6 +23,7 @@ from .model import (
     PortRange,
     Problem,
     Service,
+    Settings,
     Zone,
 )
 from .paths import Paths, yaml_files
@@ -47,6 +48,8 @@ ZONE_KEYS = (
 SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destination", "helpers")
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
+SETTINGS_FILE = "nm-zones.yaml"
+SETTINGS_KEYS = ("end-forbidden-flows",)
 
 
 def port_order(port: PortRange) -> tuple:
@@ -95,13 +98,13 @@ class _FileChecker:
             return ""
         return str(value)
 
-    def boolean(self, doc: LocMap, key: str) -> bool:
+    def boolean(self, doc: LocMap, key: str, default: bool = False) -> bool:
         value = doc.get(key)
         if value is None:
-            return False
+            return default
         if not isinstance(value, bool):
             self.add(doc.key_lines[key], key, f"must be true or false, not {value!r}")
-            return False
+            return default
         return value
 
     def items(self, doc: LocMap, key: str) -> list[tuple[int, str, object]]:
@@ -366,6 +369,42 @@ def load_map(path: str) -> tuple[ConnectionsMap | None, list[Problem], LocMap | 
     return (None if check.problems else result), check.problems, doc
 
 
+def load_settings(path: str) -> tuple[Settings | None, list[Problem]]:
+    """nm-zones.yaml: an empty file means every default; a key left out keeps its default."""
+    check = _FileChecker(path)
+    doc = check.mapping(read_yaml(path, check.problems), "settings", SETTINGS_KEYS)
+    if doc is None:
+        return (None if check.problems else Settings()), check.problems
+    defaults = Settings()
+    settings = Settings(
+        end_forbidden_flows=check.boolean(
+            doc, "end-forbidden-flows", defaults.end_forbidden_flows
+        ),
+    )
+    return (None if check.problems else settings), check.problems
+
+
+def _layered_settings(
+    paths: Paths, shipped_only: bool, check_owner: bool
+) -> tuple[Settings, list[Problem]]:
+    """The admin's nm-zones.yaml over the shipped one; a broken or insecure admin file is
+    reported and the shipped settings hold (they are the stricter: flows are ended)."""
+    shipped = os.path.join(paths.shipped, SETTINGS_FILE)
+    admin = os.path.join(paths.config, SETTINGS_FILE)
+    problems: list[Problem] = []
+    if not shipped_only and os.path.exists(admin):
+        bad = None
+        if check_owner:
+            bad = insecure_problem(paths.config, is_dir=True) or insecure_problem(admin)
+        settings, problems = (None, [bad]) if bad else load_settings(admin)
+        if settings is not None:
+            return settings, problems
+    settings, shipped_problems = (
+        load_settings(shipped) if os.path.exists(shipped) else (Settings(), [])
+    )
+    return settings or Settings(), problems + shipped_problems
+
+
 def _map_zone_problems(
     path: str, doc: LocMap, cmap: ConnectionsMap, zones: dict, broken: dict
 ) -> list[Problem]:
@@ -479,5 +518,7 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     if doc is not None:
         problems += _map_zone_problems(map_path, doc, cmap, zones, broken)
 
-    config = Config(zones=zones, services=services, connections_map=cmap)
+    settings, settings_problems = _layered_settings(paths, shipped_only, check_owner)
+    problems += settings_problems
+    config = Config(zones=zones, services=services, connections_map=cmap, settings=settings)
     return LoadResult(config, problems, broken, map_broken)

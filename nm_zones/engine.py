@@ -235,6 +235,7 @@ class Engine:
         self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
+        binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
         why = reason
         if old and old.zone == usable.name and old.status == "applied":
@@ -250,8 +251,20 @@ class Engine:
                 connection.id or connection.uuid,
                 _ms(started),
                 degraded,
+                binding.flows_ended,
             )
         )
+
+    def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
+        """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""
+        from .flows import after_switch
+
+        before = old.zone if old else state.catchall_zone
+        ended, error = after_switch(self.compiled, interface, before, usable)
+        if error:
+            self.degraded = True
+            self.warn(f"{interface}: {error}")
+        return ended
 
     def remove_interface(
         self, interface: str, reason: str = "removed", state: State | None = None

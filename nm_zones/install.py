@@ -31,10 +31,10 @@ def _under(root: str, path: str) -> str:
 
 
 def package_paths() -> list[str]:
-    """The sys.path entries the hook needs: nm_zones, python-iptables (and its libxtwrapper)
-    and PyYAML, for when the config cache is rebuilt."""
+    """The sys.path entries the hook needs: nm_zones, python-iptables (and its libxtwrapper),
+    PyYAML, for when the config cache is rebuilt, and pyroute2, for ending flows (flows.py)."""
     found: list[str] = []
-    for module in ("nm_zones", "iptc", "yaml"):
+    for module in ("nm_zones", "iptc", "yaml", "pyroute2"):
         spec = importlib.util.find_spec(module)
         if spec and spec.origin:
             folder = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))

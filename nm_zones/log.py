@@ -14,6 +14,7 @@ class Change:
     __slots__ = (
         "connection",
         "degraded",
+        "flows_ended",
         "interface",
         "milliseconds",
         "new_zone",
@@ -30,10 +31,12 @@ class Change:
         connection: str = "",
         milliseconds: float = 0.0,
         degraded: str = "",
+        flows_ended: int = 0,
     ):
         self.interface, self.old_zone, self.new_zone = interface, old_zone, new_zone
         self.reason, self.connection = reason, connection
         self.milliseconds, self.degraded = milliseconds, degraded
+        self.flows_ended = flows_ended  # open flows the new zone forbids, ended (flows.py)
 
     def __str__(self) -> str:
         old = self.old_zone or "-"
@@ -41,6 +44,8 @@ class Change:
         text = f"{self.interface}: {old} -> {new} ({self.reason})"
         if self.connection:
             text += f" connection {self.connection!r}"
+        if self.flows_ended:
+            text += f"; ended {self.flows_ended} open flow(s) the zone forbids"
         if self.degraded:
             text += f"; DEGRADED: {self.degraded}"
         return text

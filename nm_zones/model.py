@@ -153,12 +153,28 @@ class ConnectionsMap:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """How nm-zones itself behaves (nm-zones.yaml): one field per key, each with its default.
+
+    A key the file leaves out keeps its default, so a new key never changes what an old
+    file means."""
+
+    end_forbidden_flows: bool = True  # a switch to a stricter zone ends the flows it forbids
+
+    def plain(self) -> dict:
+        """The settings by their keys, as plain values for the compiled config (an event
+        reads them without the model)."""
+        return {"end-forbidden-flows": self.end_forbidden_flows}
+
+
+@dataclass(frozen=True)
 class Config:
-    """Everything the compiler needs: zones, the services they use, and the map."""
+    """Everything the compiler needs: zones, the services they use, the map, the settings."""
 
     zones: dict[str, Zone] = field(default_factory=dict)
     services: dict[str, Service] = field(default_factory=dict)
     connections_map: ConnectionsMap = field(default_factory=ConnectionsMap)
+    settings: Settings = field(default_factory=Settings)
 
 
 @dataclass

@@ -72,12 +72,14 @@ def config_files(paths: Paths) -> list[str]:
         os.path.join(paths.config, "zones.d"),
         os.path.join(paths.config, "services.d"),
         os.path.join(paths.config, "connections-map.yaml"),
+        os.path.join(paths.config, "nm-zones.yaml"),
         paths.config,
     ]
     for sub in ("zones.d", "services.d"):
         result += list(yaml_files(os.path.join(paths.config, sub)).values())
         result += list(yaml_files(os.path.join(paths.shipped, sub)).values())
     result.append(os.path.join(paths.shipped, "connections-map.yaml"))
+    result.append(os.path.join(paths.shipped, "nm-zones.yaml"))
     return result
 
 

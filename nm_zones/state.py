@@ -38,6 +38,7 @@ class Binding:
         "connection_uuid",
         "degraded",
         "digest",
+        "flows_ended",
         "ifindex",
         "inputs",
         "reason",
@@ -61,6 +62,7 @@ class Binding:
         status: str = "applied",
         degraded: str = "",
         inputs: str = "",
+        flows_ended: int = 0,
     ):
         self.zone = zone
         self.reason = reason
@@ -74,6 +76,7 @@ class Binding:
         self.status = status  # "applying" / "removing": journaled before the commits
         self.degraded = degraded  # why the interface runs on a fallback zone, if it does
         self.inputs = inputs  # what decided it (quick.inputs_key), for the quick path
+        self.flows_ended = flows_ended  # open flows its last switch ended (flows.py)
 
     def table_set(self) -> set[tuple[str, str]]:
         return {(family, table) for family, table in self.tables}

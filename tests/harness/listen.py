@@ -13,18 +13,15 @@ import socket
 import sys
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tcp", default="")
-    parser.add_argument("--udp", default="")
-    parser.add_argument("--whoami", default="")
-    args = parser.parse_args()
-    selector = selectors.DefaultSelector()
+def listening(tcp: str, udp: str, whoami: str = ""):
+    """(socket, role, port) bound on every address of both families, for comma-separated
+    TCP, UDP and whoami port lists; TCP sockets listen. The role is the socket kind, or
+    "whoami"."""
     for family, any_address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
         for kind, ports, role in (
-            (socket.SOCK_STREAM, args.tcp, socket.SOCK_STREAM),
-            (socket.SOCK_DGRAM, args.udp, socket.SOCK_DGRAM),
-            (socket.SOCK_STREAM, args.whoami, "whoami"),
+            (socket.SOCK_STREAM, tcp, socket.SOCK_STREAM),
+            (socket.SOCK_DGRAM, udp, socket.SOCK_DGRAM),
+            (socket.SOCK_STREAM, whoami, "whoami"),
         ):
             for port in filter(None, ports.split(",")):
                 sock = socket.socket(family, kind)
@@ -34,7 +31,18 @@ def main() -> None:
                 sock.bind((any_address, int(port)))
                 if kind == socket.SOCK_STREAM:
                     sock.listen(128)
-                selector.register(sock, selectors.EVENT_READ, role)
+                yield sock, role, int(port)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tcp", default="")
+    parser.add_argument("--udp", default="")
+    parser.add_argument("--whoami", default="")
+    args = parser.parse_args()
+    selector = selectors.DefaultSelector()
+    for sock, role, _ in listening(args.tcp, args.udp, args.whoami):
+        selector.register(sock, selectors.EVENT_READ, role)
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():

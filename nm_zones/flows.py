@@ -1,0 +1,502 @@
+"""Block means block: after a switch to a stricter zone, the open flows it forbids end.
+
+Every zone's first rule accepts established traffic, so a switch by itself changes only what
+happens to new connections. After a switch commits, nm-zones therefore looks at the conntrack
+table for flows that entered through the interface, and deletes each one the new zone would
+refuse if it were new: its protocol, destination port or ICMP type, and for forwarded flows
+the zone's forward rules and port forwarding. The next packet of a deleted flow is a new
+packet to the kernel and meets the new zone's rules. Kept: flows the new zone allows, and
+flows this host opened (outgoing, and their replies). `end-forbidden-flows: false` in
+nm-zones.yaml keeps every flow, as firewalld does.
+
+Cost. The look happens only when the switch tightens: when some packet the old zone accepted
+as new is refused by the new one (`tightens`, on the compiled plans, microseconds). A switch
+to a laxer or equal zone never imports pyroute2 (200-600 ms on a busy 2-core machine, and
+10 MiB); neither does a tightening switch in a namespace whose conntrack table is empty, nor
+one of an interface the host has no route through (before it has addresses).
+
+Which flows entered through the interface. Conntrack does not record the interface a flow
+came in on. nm-zones asks the kernel's routing table: a flow whose original source is not an
+address of this host entered through the interface the host routes that source to (for a
+flow to one of the host's addresses, the route is looked up from that address, so policy
+routing by source is followed). This is the reverse-path test of strict rp_filter, and holds
+whenever routing is symmetric, which is what a NetworkManager host has. The alternative, a
+conntrack mark or zone set by a rule in each interface's chains, would be exact even with
+asymmetric routes, but it costs a rule that every new flow passes, takes connmark bits that
+VPN clients and container runtimes use for themselves (or splits conntrack into zones, which
+changes how NAT and helpers match), and knows nothing of flows that began before the rule
+existed (before nm-zones started, or before an upgrade): the routing answer needs no rule, no
+state, and covers every flow in the table. IPv6 link-local sources (fe80::/10) have a route
+on every link: such a flow counts as the interface's when its destination is the
+interface's own address, or a multicast group on a link that has a link-local address.
+
+Where the zone's rules are read. The new zone's compiled plan (compiled.ZonePlan, the very
+rules committed) is evaluated for the flow's first packet: its nat PREROUTING rules (port
+forwarding) and the interface's input chain (to this host) or forward chain (routed through
+it). A match this module does not know is read the strict way: an ACCEPT rule with it does
+not match, a REJECT or DROP rule with it does.
+
+A limit: a TCP flow whose next packet comes from this host (a server that pushes data) is
+picked up again by conntrack as one this host opened, and goes on: conntrack cannot refuse
+it, and the zone's rules filter only what comes in.
+"""
+
+from __future__ import annotations
+
+from .layout import FAMILIES, IP_PROTOCOLS
+
+CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
+SETTING = "end-forbidden-flows"
+TERMINAL = frozenset({"ACCEPT", "REJECT", "DROP"})
+PORT_PROTOCOLS = {6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
+ICMP_MATCHES = {"icmp": ("icmp-type", 1), "icmp6": ("icmpv6-type", 58)}
+# include/uapi/linux/netfilter/nf_conntrack_common.h
+IPS_EXPECTED, IPS_DST_NAT = 1 << 0, 1 << 5
+AF_INET6 = 10  # socket.AF_INET6 on Linux (this module is imported by every switch: no socket)
+
+
+def after_switch(compiled, interface: str, before: str, after) -> tuple[int, str]:
+    """Called by the engine once `interface` is committed to zone plan `after`, coming from
+    zone `before` (its old zone, or the catch-all's). Returns (flows ended, error)."""
+    if not compiled.settings.get(SETTING, True) or not before:
+        return 0, ""
+    old = compiled.zone(before)
+    if old is None or not tightens(old, after):
+        return 0, ""
+    if not conntrack_has_entries() or not routed_through(interface):
+        return 0, ""
+    try:
+        return end_forbidden_flows(interface, old, after), ""
+    except Exception as error:  # the rules are committed: report, never undo them
+        return 0, f"could not end the open flows zone {after.name!r} forbids: {error}"
+
+
+def conntrack_has_entries() -> bool:
+    """False when this namespace's conntrack table is empty (or conntrack is not loaded):
+    then there is nothing to end, and no reason to import pyroute2."""
+    try:
+        with open(CONNTRACK_COUNT) as stream:
+            return stream.read().strip() != "0"
+    except FileNotFoundError:  # no conntrack in this kernel or namespace: no flows
+        return False
+    except OSError:  # cannot tell: look
+        return True
+
+
+def routed_through(interface: str) -> bool:
+    """False when the host has no route through the interface (say, at `pre-up`, before it
+    has addresses), IPv4 or unicast IPv6: then no flow counts as having entered through it
+    (see the module's docstring), and there is no reason to import pyroute2."""
+    try:
+        with open("/proc/net/route") as stream:
+            if any(line.split()[:1] == [interface] for line in stream):
+                return True
+    except OSError:
+        return True  # cannot tell: look
+    try:
+        with open("/proc/net/ipv6_route") as stream:
+            for line in stream:
+                fields = line.split()
+                if fields and fields[-1] == interface and not fields[0].startswith("ff"):
+                    return True
+    except FileNotFoundError:  # IPv6 is off
+        pass
+    except OSError:
+        return True
+    return False
+
+
+# -- comparing two zones' plans ------------------------------------------------------------
+
+
+def chain(plan, family: str, table: str, kind: str) -> tuple:
+    """The specs of one of the plan's chains (empty when the zone has no such chain)."""
+    chains, _ = plan.tables.get((family, table), ((), ()))
+    for chain_kind, specs in chains:
+        if chain_kind == kind:
+            return specs
+    return ()
+
+
+def _unconditional(spec: tuple) -> bool:
+    _, _, source, destination, protocol, matches = spec
+    return source is None and destination is None and protocol is None and not matches
+
+
+def _summary(specs: tuple) -> tuple[set, set, bool]:
+    """(conditions accepted, conditions refused before the tail, whether the tail accepts).
+    A chain that ends without a verdict returns to the catch-all: counted as refusing."""
+    accepts, refusals = set(), set()
+    for spec in specs:
+        if spec[0] not in TERMINAL:
+            continue
+        if _unconditional(spec):
+            return accepts, refusals, spec[0] == "ACCEPT"
+        (accepts if spec[0] == "ACCEPT" else refusals).add(spec[2:])
+    return accepts, refusals, False
+
+
+def _covers(general: tuple, special: tuple) -> bool:
+    """True when every packet the conditions `special` match, `general` matches too: the
+    same or no addresses and protocol, and fewer (or the same) matches."""
+    return all(g is None or g == s for g, s in zip(general[:3], special[:3], strict=True)) and (
+        set(general[3]) <= set(special[3])
+    )
+
+
+def _laxer_or_equal(old: tuple, new: tuple) -> bool:
+    """True when the new chain accepts every packet the old one accepts. Sufficient, not
+    necessary: both chains come from one compiler, which orders rules the same way, so a
+    chain that covers every accept and adds no refusal refuses nothing more."""
+    old_accepts, old_refusals, old_tail = _summary(old)
+    new_accepts, new_refusals, new_tail = _summary(new)
+    if not new_refusals <= old_refusals:
+        return False
+    if new_tail:
+        return True
+    return not old_tail and all(
+        any(_covers(general, special) for general in new_accepts) for special in old_accepts
+    )
+
+
+def _forwards_kept(old: tuple, new: tuple) -> bool:
+    """Every port forwarding of the old zone is in the new one, not shadowed by another."""
+    for spec in old:
+        if spec not in new:
+            return False
+        if any(s[4:] == spec[4:] for s in new[: new.index(spec)]):
+            return False
+    return True
+
+
+def tightens(old, new) -> bool:
+    """True when the new zone refuses some new connection the old zone accepted, in either
+    family, to this host or through it. Equal plans never tighten."""
+    if old.digest == new.digest:
+        return False
+    for family in FAMILIES:
+        for kind in ("in", "fwd"):
+            if not _laxer_or_equal(
+                chain(old, family, "filter", kind), chain(new, family, "filter", kind)
+            ):
+                return True
+        if not _forwards_kept(chain(old, family, "nat", "pre"), chain(new, family, "nat", "pre")):
+            return True
+    return False
+
+
+# -- a flow's first packet against a zone's rules ------------------------------------------
+
+
+class Packet:
+    """The first packet of a flow as the zone's rules would see it."""
+
+    __slots__ = ("daddr", "dport", "family", "icmp_type", "proto", "saddr", "sport", "states")
+
+    def __init__(self, family, proto, saddr, daddr, sport=None, dport=None, icmp_type=None):
+        self.family, self.proto = family, proto
+        self.saddr, self.daddr = saddr, daddr
+        self.sport, self.dport, self.icmp_type = sport, dport, icmp_type
+        self.states = frozenset({"NEW"})
+
+
+def _in_network(address, network: str) -> bool:
+    import ipaddress
+
+    try:
+        return address in ipaddress.ip_network(network, strict=False)
+    except ValueError:
+        return False
+
+
+def _port_in(port, value: str) -> bool | None:
+    low, _, high = value.partition(":")
+    try:
+        return port is not None and int(low) <= port <= int(high or low)
+    except ValueError:
+        return None
+
+
+def _matches(spec: tuple, packet: Packet) -> bool | None:
+    """Whether the rule matches the packet; None when this module cannot tell."""
+    _, _, source, destination, protocol, matches = spec
+    if protocol is not None:
+        number = IP_PROTOCOLS.get(protocol)
+        if number is None:
+            return None
+        if number != packet.proto:
+            return False
+    if source is not None and not _in_network(packet.saddr, source):
+        return False
+    if destination is not None and not _in_network(packet.daddr, destination):
+        return False
+    for name, options in matches:
+        for option, value in options:
+            if name == "conntrack" and option == "ctstate":
+                found = not packet.states.isdisjoint(value.split(","))
+            elif name in PORT_PROTOCOLS.values() and option in ("dport", "sport"):
+                if PORT_PROTOCOLS.get(packet.proto) != name:
+                    return False
+                found = _port_in(packet.dport if option == "dport" else packet.sport, value)
+            elif name in ICMP_MATCHES and option == ICMP_MATCHES[name][0]:
+                if packet.proto != ICMP_MATCHES[name][1]:
+                    return False
+                found = value.isdigit() and packet.icmp_type == int(value)
+            elif name == "limit":
+                found = True  # only ever on LOG rules, which decide nothing
+            else:
+                return None
+            if found is None or not found:
+                return found
+    return True
+
+
+def accepts(specs: tuple, packet: Packet) -> bool:
+    """The chain's verdict on the packet, read the strict way where a match is unknown."""
+    for spec in specs:
+        if spec[0] not in TERMINAL:
+            continue
+        matched = _matches(spec, packet)
+        if matched is None:
+            matched = spec[0] != "ACCEPT"
+        if matched:
+            return spec[0] == "ACCEPT"
+    return False
+
+
+def translation(specs: tuple, packet: Packet) -> tuple | None:
+    """Where the zone's port forwarding sends the packet: (address or None for this host,
+    port or None for unchanged), or None when no forwarding matches."""
+    for spec in specs:
+        target, options = spec[0], dict(spec[1])
+        if target not in ("DNAT", "REDIRECT") or _matches(spec, packet) is False:
+            continue
+        if target == "REDIRECT":
+            return None, int(options["to-ports"])
+        address, port = options["to-destination"], None
+        if address.startswith("["):  # [v6]:port
+            address, _, port = address[1:].partition("]:")
+        elif address.count(":") == 1:  # v4:port
+            address, _, port = address.partition(":")
+        return address, int(port) if port else None
+    return None
+
+
+# -- the conntrack table -------------------------------------------------------------------
+
+
+class Flow:
+    """One conntrack entry: its original and reply tuples as this module needs them."""
+
+    __slots__ = ("family", "master", "orig", "proto", "reply", "status", "zone")
+
+    def __init__(self, family: int, message):
+        self.family = family
+        self.orig = _tuple(message.get_attr("CTA_TUPLE_ORIG"))
+        self.reply = _tuple(message.get_attr("CTA_TUPLE_REPLY"))
+        master = message.get_attr("CTA_TUPLE_MASTER")
+        self.master = _tuple(master) if master is not None else None
+        self.proto = self.orig["CTA_PROTO_NUM"]
+        self.status = message.get_attr("CTA_STATUS") or 0
+        self.zone = message.get_attr("CTA_ZONE")
+
+    def key(self) -> tuple:
+        return tuple(sorted(self.orig.items()))
+
+    def source(self) -> str:
+        return self.orig.get("CTA_IP_V4_SRC") or self.orig["CTA_IP_V6_SRC"]
+
+    def destination(self) -> str:
+        return self.orig.get("CTA_IP_V4_DST") or self.orig["CTA_IP_V6_DST"]
+
+    def reply_source(self) -> str:
+        return self.reply.get("CTA_IP_V4_SRC") or self.reply["CTA_IP_V6_SRC"]
+
+
+def _tuple(nested) -> dict:
+    """A conntrack tuple (CTA_TUPLE_IP and CTA_TUPLE_PROTO) as one flat mapping."""
+    values = {}
+    for part in ("CTA_TUPLE_IP", "CTA_TUPLE_PROTO"):
+        found = nested.get_attr(part)
+        if found is not None:
+            values.update((name, value) for name, value in found["attrs"])
+    return values
+
+
+class Host:
+    """This host's addresses and routes, from the kernel, looked up once per question."""
+
+    def __init__(self, ipr, ifindex: int):
+        import ipaddress
+
+        self.ipr, self.ifindex = ipr, ifindex
+        self.broadcast = ipaddress.ip_address("255.255.255.255")
+        self.local: set = set()  # every address of this host, broadcasts included
+        self.own: set = set()  # the addresses of the interface
+        self.link_local_families: set = set()  # families with a link-local address here
+        for message in ipr.get_addr():
+            # on a point-to-point link IFA_ADDRESS is the other end: IFA_LOCAL is ours
+            text = message.get_attr("IFA_LOCAL") or message.get_attr("IFA_ADDRESS")
+            address = ipaddress.ip_address(text)
+            self.local.add(address)
+            if message["index"] == ifindex:
+                self.own.add(address)
+                if address.is_link_local:
+                    self.link_local_families.add(address.version)
+            broadcast = message.get_attr("IFA_BROADCAST")
+            if broadcast:
+                self.local.add(ipaddress.ip_address(broadcast))
+        self._routes: dict = {}
+
+    def is_local(self, address) -> bool:
+        """An address whose packets this host receives itself."""
+        return address in self.local or address.is_multicast or address == self.broadcast
+
+    def routed_here(self, source, via) -> bool:
+        """True when the host routes `source` out of the interface (looked up from local
+        address `via`, if any, so that rules selecting by source address apply)."""
+        key = (source, via)
+        if key not in self._routes:
+            query = {"dst": str(source)}
+            if via is not None and not via.is_multicast and via in self.local:
+                query["src"] = str(via)
+            try:
+                routes = self.ipr.route("get", **query)
+                self._routes[key] = any(r.get_attr("RTA_OIF") == self.ifindex for r in routes)
+            except Exception:  # no route back: the flow cannot be answered through here
+                self._routes[key] = False
+        return self._routes[key]
+
+    def entered_here(self, source, destination) -> bool:
+        """Whether a flow from `source` to `destination` came in through the interface."""
+        if source.version == 6 and source.is_link_local:
+            if destination.is_multicast:
+                return 6 in self.link_local_families
+            return destination in self.own
+        return self.routed_here(source, destination if self.is_local(destination) else None)
+
+
+def end_forbidden_flows(interface: str, old, new) -> int:
+    """Delete the conntrack entries of flows that entered through `interface` and that zone
+    plan `new` refuses as new (`old`: the zone before, whose port forwarding may explain a
+    flow's address translation). Returns how many were deleted."""
+    import socket
+
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
+
+    from .ifname import interface_index
+
+    ifindex = interface_index(interface)
+    if not ifindex:
+        return 0
+    ended = 0
+    with IPRoute() as ipr:
+        host = Host(ipr, ifindex)
+        for family, address_family in (("ipv4", socket.AF_INET), ("ipv6", socket.AF_INET6)):
+            conntrack = NFCTSocket(nfgen_family=address_family)
+            try:
+                flows = [Flow(address_family, message) for message in conntrack.dump()]
+                doomed = forbidden(flows, family, host, old, new)
+                for flow in doomed:
+                    ended += _delete(conntrack, NFCTAttrTuple, flow)
+            finally:
+                conntrack.close()
+    return ended
+
+
+def forbidden(flows: list, family: str, host: Host, old, new) -> list:
+    """The flows among `flows` (one family) that entered through the host's interface and
+    that the new zone refuses. An expected flow (an FTP data connection, say) shares the
+    fate of the flow that expected it."""
+    verdicts = {}
+    for flow in flows:
+        if not flow.status & IPS_EXPECTED or flow.master is None:
+            verdicts[flow.key()] = refused(flow, family, host, old, new)
+    doomed = []
+    for flow in flows:
+        verdict = verdicts.get(flow.key())
+        if verdict is None:  # expected: its master decides, or itself when it is gone
+            master = tuple(sorted(flow.master.items()))
+            verdict = verdicts.get(master)
+            if verdict is None:
+                verdict = refused(flow, family, host, old, new)
+        if verdict:
+            doomed.append(flow)
+    return doomed
+
+
+def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
+    """True when the flow entered through the interface and the new zone would refuse it
+    as a new connection."""
+    import ipaddress
+
+    source = ipaddress.ip_address(flow.source())
+    destination = ipaddress.ip_address(flow.destination())
+    if source in host.local or not host.entered_here(source, destination):
+        return False  # this host opened it, or it came in elsewhere
+    reply_source = ipaddress.ip_address(flow.reply_source())
+    inbound = host.is_local(reply_source)  # after any translation: to this host, or on
+    ports = flow.proto in PORT_PROTOCOLS
+    icmp_type = flow.orig.get("CTA_PROTO_ICMP_TYPE", flow.orig.get("CTA_PROTO_ICMPV6_TYPE"))
+    first = Packet(
+        family,
+        flow.proto,
+        source,
+        destination,
+        flow.orig.get("CTA_PROTO_SRC_PORT") if ports else None,
+        flow.orig.get("CTA_PROTO_DST_PORT") if ports else None,
+        icmp_type,
+    )
+    forwarding = translation(chain(new, family, "nat", "pre"), first)
+    if flow.status & IPS_DST_NAT:
+        if forwarding is not None:
+            to_address, to_port = forwarding
+            same_place = (
+                host.is_local(reply_source)
+                if to_address is None
+                else reply_source == ipaddress.ip_address(to_address)
+            )
+            if not same_place or flow.reply.get("CTA_PROTO_SRC_PORT") != (to_port or first.dport):
+                return True  # the new zone sends such packets elsewhere
+        elif translation(chain(old, family, "nat", "pre"), first) is not None:
+            return True  # forwarded by the old zone; the new one forwards nothing there
+        # the filter rules see the packet as translated, in conntrack state DNAT (address
+        # translation by the new zone, or by someone else: docker's published ports)
+        first.daddr = reply_source
+        if ports:
+            first.dport = flow.reply.get("CTA_PROTO_SRC_PORT")
+        first.states = frozenset({"NEW", "DNAT"})
+    elif forwarding is not None:
+        return True  # the new zone would forward it; this flow went straight in
+    return not accepts(chain(new, family, "filter", "in" if inbound else "fwd"), first)
+
+
+def _delete(conntrack, attr_tuple, flow: Flow) -> int:
+    """Delete one entry by its original tuple; 0 when it went away by itself meanwhile."""
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    orig = flow.orig
+    v4 = flow.family != AF_INET6
+    icmp = "CTA_PROTO_ICMP_" if v4 else "CTA_PROTO_ICMPV6_"
+    tuple_orig = attr_tuple(
+        family=flow.family,
+        saddr=flow.source(),
+        daddr=flow.destination(),
+        proto=flow.proto,
+        sport=orig.get("CTA_PROTO_SRC_PORT"),
+        dport=orig.get("CTA_PROTO_DST_PORT"),
+        icmp_id=orig.get(icmp + "ID"),
+        icmp_type=orig.get(icmp + "TYPE"),
+        icmp_code=orig.get(icmp + "CODE"),
+    )
+    try:
+        if flow.zone:
+            conntrack.entry("del", tuple_orig=tuple_orig, zone=flow.zone)
+        else:
+            conntrack.entry("del", tuple_orig=tuple_orig)
+    except NetlinkError as error:
+        if error.code == 2:  # ENOENT: it ended by itself
+            return 0
+        raise
+    return 1
