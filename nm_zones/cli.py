@@ -181,9 +181,17 @@ def cmd_services(args) -> int:
     return EXIT_OK
 
 
+def _warn_stray_files(paths: Paths) -> None:
+    from .paths import stray_yml_files
+
+    for path in stray_yml_files(paths):
+        print(f"nm-zones: {path}: ignored: only files named NAME.yaml are read", file=sys.stderr)
+
+
 def cmd_check(args) -> int:
     from .config import load
 
+    _warn_stray_files(_paths())
     result = load(_paths())
     if result.problems:
         raise ConfigError(result.problems)
@@ -252,6 +260,7 @@ def cmd_reload(args) -> int:
     engine = Engine(_paths(), use_cache=False)
     if engine.paths.disabled:
         raise UsageError("nm-zones is disabled (nm-zones enable)")
+    _warn_stray_files(engine.paths)
     if engine.compiled.problems:
         for problem in engine.compiled.problems:
             print(problem, file=sys.stderr)
@@ -394,12 +403,41 @@ def cmd_install(args) -> int:
 
     if os.geteuid() != 0 and args.root == "/":
         raise PermissionError("install writes to /etc: run it as root, or give --root DIR")
-    for line in (uninstall if args.uninstall else install)(args.root):
+    outcome = (uninstall if args.uninstall else install)(args.root)
+    for line in outcome.lines:
         print(line)
-    return EXIT_OK
+    return EXIT_FAILURE if outcome.kept else EXIT_OK
 
 
 # -- argument parsing --------------------------------------------------------------------
+
+
+def package_version() -> str:
+    """setup.cfg's version when running from a checkout, else the installed metadata's."""
+    from .paths import SHIPPED_DIR
+
+    try:
+        with open(os.path.join(os.path.dirname(SHIPPED_DIR), "setup.cfg")) as stream:
+            pairs = [line.split("=", 1) for line in stream if "=" in line]
+        fields = {key.strip(): value.strip() for key, value in pairs}
+        if fields.get("name") == "nm-zones":
+            return fields["version"]
+    except (OSError, KeyError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nm-zones")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked for (every command builds the parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"nm-zones {package_version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -409,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name, func, summary, example, **kwargs):

@@ -101,7 +101,7 @@ def assign(engine: Engine, connection: str, zone: str) -> None:
             )
 
 
-def disable(engine: Engine) -> None:
+def disable(engine: Engine, reason: str = "nm-zones disabled") -> None:
     """Remove every nm-zones rule; the flag in /etc/nm-zones keeps the hook quiet after a
     reboot. Bindings stay in the state, marked disabled, so that enable can restore them."""
     os.makedirs(engine.paths.config, mode=0o755, exist_ok=True)
@@ -112,10 +112,10 @@ def disable(engine: Engine) -> None:
     engine.netfilter.remove_everything()
     for name, binding in sorted(state.interfaces.items()):
         if binding.status != "disabled":
-            engine.changes.append(Change(name, binding.zone, "", "nm-zones disabled"))
+            engine.changes.append(Change(name, binding.zone, "", reason))
         binding.status, binding.digest = "disabled", ""
     if state.catchall_zone:
-        engine.changes.append(Change("*", state.catchall_zone, "", "nm-zones disabled"))
+        engine.changes.append(Change("*", state.catchall_zone, "", reason))
     state.catchall_zone = state.catchall_digest = ""
     engine.state_dir.save(state)
 
