@@ -11,6 +11,7 @@ kernel then kills everything in the sandbox.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,13 @@ DAEMON_ENV = {
 # Everything `nm-zones install --root /` writes (/etc/NetworkManager, /etc/nm-zones,
 # /etc/systemd/system, /usr/local/sbin, /usr/lib/...) is under these: overlays keep it private.
 OVERLAID = ["/etc", "/usr"]
+# What an earlier `nm-zones install` on this machine may have left: the sandbox starts as a
+# machine without nm-zones (removed in the overlays only).
+NOT_INSTALLED = [
+    "/usr/local/sbin/nm-zones",
+    "/etc/nm-zones",
+    "/etc/systemd/system/nm-zones.service",
+]
 HIDDEN = [
     "/etc/NetworkManager",
     "/var/lib/NetworkManager",
@@ -97,6 +105,21 @@ def overlay(place: str) -> None:
     sh("mount", "-n", "-t", "overlay", "overlay", "-o", options, place)
 
 
+def forget(path: str) -> None:
+    """Remove `path` from the sandbox's view: a whiteout in an overlay, never the real file."""
+    if not os.path.lexists(path):
+        return
+    kind = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", path], capture_output=True, text=True
+    )
+    if kind.stdout.strip() != "overlay":
+        raise SystemExit(f"refusing to remove {path}: not on a sandbox overlay")
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 def sh(*argv: str) -> None:
     subprocess.run(argv, check=True)
 
@@ -112,6 +135,8 @@ def main() -> None:
     sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run")
     for place in OVERLAID:
         overlay(place)
+    for path in NOT_INSTALLED:
+        forget(path)
     for path in HIDDEN:
         if os.path.isdir(path):
             sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
