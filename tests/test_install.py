@@ -4,6 +4,7 @@ the hook failing closed, root's command's exit status, and an uninstall that lea
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -301,3 +302,28 @@ def test_uninstall_removes_every_rule_first_then_the_files(tmp_path):
         nm.nmcli("connection", "up", "lan")
         nm.wait_reachable(link)
         assert "nmz" not in nm.save("ipv4") + nm.save("ipv6")
+
+
+# -- the README's way in ---------------------------------------------------------------------
+
+
+def test_the_readme_commands_run_in_the_checkouts_venv_and_ci_runs_the_test_command():
+    readme = read(os.path.join(REPO, "README.md"))
+    demo, tests = [line for line in readme.splitlines() if line.startswith("bash .ci/setup && ")]
+    assert demo.endswith(" .venv/bin/python3 demo/demo.py")
+    assert tests.endswith(" .venv/bin/python3 -m pytest -q")
+    assert tests in read(os.path.join(REPO, ".ci", "run")).splitlines()
+    setup = read(os.path.join(REPO, ".ci", "setup")) + read(os.path.join(REPO, ".ci", "venv"))
+    assert "python3 -m venv --system-site-packages .venv" in setup
+    assert not re.search(r"^\s*python3 -m pip", setup, re.MULTILINE)  # PEP 668 refuses it
+    assert ".venv/" in read(os.path.join(REPO, ".gitignore")).splitlines()
+
+
+def test_the_readme_names_no_file_outside_the_repository():
+    names = set()
+    for _folder, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        names.update(files)
+    readme = read(os.path.join(REPO, "README.md"))
+    mentioned = set(re.findall(r"[\w.-]+\.(?:md|txt|rst)\b", readme))
+    assert mentioned <= names, mentioned - names
