@@ -559,12 +559,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "install",
         cmd_install,
-        "install the NetworkManager hook, /etc/nm-zones, the boot-time unit and root's fast "
-        "/usr/local/sbin/nm-zones (never overwrites a file it did not write)",
-        "nm-zones install --root /tmp/image",
+        "for a pip install: the NetworkManager hook, root's fast /usr/local/sbin/nm-zones, "
+        "/etc/nm-zones with a commented map, and the boot-time unit; prints each file it "
+        "wrote and the next steps. It refuses package folders root does not control, and "
+        "keeps (naming them, exit 1) files it did not write or that were edited since",
+        "nm-zones install && systemctl daemon-reload && systemctl enable nm-zones.service",
     )
-    p.add_argument("--root", default="/", help="write everything under DIR (default /)")
-    p.add_argument("--uninstall", action="store_true", help="remove what install wrote")
+    p.add_argument(
+        "--root", default="/", metavar="DIR", help="write everything under DIR (default /)"
+    )
+    p.add_argument(
+        "--uninstall",
+        action="store_true",
+        help="first remove every nm-zones rule from the kernel (with DIR /), then the files "
+        "install wrote and nobody edited, the state and the disabled flag",
+    )
     return parser
 
 
