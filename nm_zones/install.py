@@ -155,32 +155,53 @@ def written_by_install(path: str) -> bool:
 GONE = "firewall rules left as they are; reinstall nm-zones and run nm-zones install"
 
 
-def hook_text(python: str, folders: list[str]) -> str:
+# The Python part of the hook: the written folders first on sys.path; an interpreter that is
+# not the version nm-zones was installed for (an upgrade behind a stable path), or a package
+# that cannot be imported, ends in one line on stderr and in syslog, and exit 1.
+LAUNCH = """\
+import sys
+sys.path[:0] = @FOLDERS@
+PYTHON, INSTALLED_FOR = @PYTHON@, @VERSION@
+def fail(reason):
+    import syslog
+    message = "hook: %s: %s" % (reason, @GONE@)
+    syslog.openlog("nm-zones", 0, syslog.LOG_DAEMON)
+    syslog.syslog(syslog.LOG_ERR, message)
+    sys.exit("nm-zones: " + message)
+if sys.version_info[:2] != INSTALLED_FOR:
+    now = "%d.%d" % sys.version_info[:2]
+    fail("%s is Python %s now, nm-zones was installed for %d.%d" % ((PYTHON, now) + INSTALLED_FOR))
+try:
+    from nm_zones.event import main
+except ImportError as error:
+    fail("cannot import nm-zones with %s (%s)" % (PYTHON, error))
+main()
+"""
+
+
+def hook_text(
+    python: str, folders: list[str], version: tuple[int, int] = sys.version_info[:2]
+) -> str:
     import json  # double-quoted literals: the code needs no escapes inside '...' for sh
     import shlex
 
-    launch = (
-        "import sys\n"
-        f"sys.path[:0] = {json.dumps(folders)}\n"
-        "try:\n"
-        "    from nm_zones.event import main\n"
-        "except ImportError as error:\n"
-        "    import syslog\n"
-        f"    message = \"hook: cannot import nm-zones (%s) with %s: %s\" % (error, "
-        f"{json.dumps(python)}, {json.dumps(GONE)})\n"
-        "    syslog.openlog(\"nm-zones\", 0, syslog.LOG_DAEMON)\n"
-        "    syslog.syslog(syslog.LOG_ERR, message)\n"
-        "    sys.exit(\"nm-zones: \" + message)\n"
-        "main()\n"
-    )
+    launch = LAUNCH
+    for name, value in (
+        ("FOLDERS", json.dumps(folders)),
+        ("PYTHON", json.dumps(python)),
+        ("VERSION", repr(tuple(version))),
+        ("GONE", json.dumps(GONE)),
+    ):
+        launch = launch.replace(f"@{name}@", value)
     return f"""#!/bin/sh
 # nm-zones: NetworkManager dispatcher hook. On pre-up/up it applies the connection's zone to the
 # interface, on pre-down/down it removes the interface's rules; other actions exit at once.
 # A launcher: NetworkManager gives hooks no environment, so the interpreter and the package
 # folders are written in (`python -S`: no site-packages scan). When either is gone (a removed
-# venv, a Python upgrade), it logs one line (syslog, nm-zones) and exits 1: the rules in the
-# kernel stay as they are, and interfaces without rules of their own keep the default zone's
-# catch-all that `nm-zones reload` put in place at boot. `nm-zones install` writes it again.
+# venv), or an upgrade made it another Python version, it logs one line (syslog, nm-zones)
+# and exits 1: the rules in the kernel stay as they are, and interfaces without rules of
+# their own keep the default zone's catch-all that `nm-zones reload` put in place at boot.
+# `nm-zones install` writes it again.
 python={shlex.quote(python)}
 package={shlex.quote(folders[0] if folders else "")}
 fail() {{

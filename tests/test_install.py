@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from nm_zones.config import load
-from nm_zones.install import stable_interpreter
+from nm_zones.install import hook_text, stable_interpreter
 from nm_zones.paths import SHIPPED_DIR, Paths
 from tests.harness.lab import PYTHON, REPO, base_env
 from tests.harness.nm_sandbox import NMSandbox
@@ -204,7 +204,7 @@ def rules(lab) -> list[str]:
     return [line.split(" [")[0] for line in text.splitlines() if not line.startswith("#")]
 
 
-@pytest.mark.parametrize("gone", ["venv", "package", "package broken"])
+@pytest.mark.parametrize("gone", ["venv", "package", "package broken", "python upgraded"])
 def test_hook_fails_closed_when_its_python_or_package_is_gone(lab, tmp_path, gone):
     folder = checkout_copy(tmp_path)
     venv = str(tmp_path / "venv")
@@ -234,10 +234,15 @@ def test_hook_fails_closed_when_its_python_or_package_is_gone(lab, tmp_path, gon
     elif gone == "package":
         shutil.rmtree(folder)
         named = f"package nm_zones is gone from {folder}"
-    else:
+    elif gone == "package broken":
         with open(os.path.join(folder, "nm_zones", "event.py"), "w") as stream:
             stream.write("")
-        named = "cannot import nm-zones (cannot import name 'main'"
+        named = f"cannot import nm-zones with {venv}/bin/python3 (cannot import name 'main'"
+    else:  # the stable path now leads to another Python version
+        with open(hook, "w") as stream:
+            stream.write(hook_text(f"{venv}/bin/python3", [folder, *dependencies], (3, 10)))
+        running = "{}.{}".format(*sys.version_info[:2])
+        named = f"{venv}/bin/python3 is Python {running} now, nm-zones was installed for 3.10"
     result, records = run_with_syslog(
         ["ip", "netns", "exec", lab.zoned, hook, link.name, "up"], bare, str(tmp_path)
     )
