@@ -5,9 +5,10 @@ The hook runs as root whatever code its paths point at, so install refuses packa
 (and an interpreter) that root does not own or that group or others can write. The hook is a
 small /bin/sh launcher: it starts the interpreter with `-S` (no site-packages scan: no .pth
 file can slow down or change an event) and the package folders written in, because
-NetworkManager gives hooks no environment; when the interpreter or the package is gone it logs
-one line and exits 1, leaving the kernel as it is. /usr/local/sbin/nm-zones starts the command
-the same way (root's PATH finds it before pip's script in bin/).
+NetworkManager gives hooks no environment; when the interpreter or the package is gone, or
+the interpreter is now another Python version, it logs one line and exits 1, leaving the
+kernel as it is (the default zone's catch-all stays). /usr/local/sbin/nm-zones, on root's
+PATH, starts the command the same way and returns its exit status.
 
 Every file install writes carries a stamp line with the digest of the rest of the file: a file
 is install's own only while that digest matches. Anything else (an admin's file, or one of ours
