@@ -3,7 +3,7 @@
 Everything runs in a namespace sandbox (its own network, mounts and processes): a private
 NetworkManager and D-Bus, the nm-zones hook installed as an admin would, one veth link to a
 peer host that probes what it can reach. This machine's own network is never touched, and
-nothing is left behind. Run as root: `python3 demo/demo.py`.
+nothing is left behind. Run as root: `bash .ci/setup && .venv/bin/python3 demo/demo.py`.
 """
 
 from __future__ import annotations

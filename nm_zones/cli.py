@@ -185,9 +185,17 @@ def cmd_services(args) -> int:
     return EXIT_OK
 
 
+def _warn_stray_files(paths: Paths) -> None:
+    from .paths import stray_yml_files
+
+    for path in stray_yml_files(paths):
+        print(f"nm-zones: {path}: ignored: only files named NAME.yaml are read", file=sys.stderr)
+
+
 def cmd_check(args) -> int:
     from .config import load
 
+    _warn_stray_files(_paths())
     result = load(_paths())
     if result.problems:
         raise ConfigError(result.problems)
@@ -265,6 +273,7 @@ def cmd_reload(args) -> int:
     from .engine import Engine
 
     engine = Engine(_paths(), use_cache=False)
+    _warn_stray_files(engine.paths)
     if engine.compiled.problems:
         for problem in engine.compiled.problems:
             print(problem, file=sys.stderr)
@@ -482,12 +491,41 @@ def cmd_install(args) -> int:
 
     if os.geteuid() != 0 and args.root == "/":
         raise PermissionError("install writes to /etc: run it as root, or give --root DIR")
-    for line in (uninstall if args.uninstall else install)(args.root):
+    outcome = (uninstall if args.uninstall else install)(args.root)
+    for line in outcome.lines:
         print(line)
-    return EXIT_OK
+    return EXIT_FAILURE if outcome.kept else EXIT_OK
 
 
 # -- argument parsing --------------------------------------------------------------------
+
+
+def package_version() -> str:
+    """setup.cfg's version when running from a checkout, else the installed metadata's."""
+    from .paths import SHIPPED_DIR
+
+    try:
+        with open(os.path.join(os.path.dirname(SHIPPED_DIR), "setup.cfg")) as stream:
+            pairs = [line.split("=", 1) for line in stream if "=" in line]
+        fields = {key.strip(): value.strip() for key, value in pairs}
+        if fields.get("name") == "nm-zones":
+            return fields["version"]
+    except (OSError, KeyError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nm-zones")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked for (every command builds the parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"nm-zones {package_version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -497,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name, func, summary, example, **kwargs):
@@ -609,12 +648,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "install",
         cmd_install,
-        "install the NetworkManager hook, /etc/nm-zones, the boot-time unit and root's fast "
-        "/usr/local/sbin/nm-zones (never overwrites a file it did not write)",
-        "nm-zones install --root /tmp/image",
+        "for a pip install: the NetworkManager hook, root's fast /usr/local/sbin/nm-zones, "
+        "/etc/nm-zones with a commented map, and the boot-time unit; prints each file it "
+        "wrote and the next steps. It refuses package folders root does not control, and "
+        "keeps (naming them, exit 1) files it did not write or that were edited since",
+        "nm-zones install && systemctl daemon-reload && systemctl enable nm-zones.service",
     )
-    p.add_argument("--root", default="/", help="write everything under DIR (default /)")
-    p.add_argument("--uninstall", action="store_true", help="remove what install wrote")
+    p.add_argument(
+        "--root", default="/", metavar="DIR", help="write everything under DIR (default /)"
+    )
+    p.add_argument(
+        "--uninstall",
+        action="store_true",
+        help="first remove every nm-zones rule from the kernel (with DIR /), then the files "
+        "install wrote and nobody edited, the state and the disabled flag",
+    )
     return parser
 
 

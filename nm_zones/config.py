@@ -320,9 +320,29 @@ def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort
     return ForwardPort(port, to_port, to_addr)
 
 
-def load_map(path: str) -> tuple[ConnectionsMap | None, list[Problem], LocMap | None]:
+def _with_defaults(doc, problems: list[Problem], defaults_path: str | None):
+    """An admin's map overrides the shipped one key by key: a key it leaves out (or an
+    empty, all-commented map) keeps the shipped value, which then follows upgrades."""
+    if defaults_path is None or problems or not isinstance(doc, LocMap | None):
+        return doc
+    shipped = read_yaml(defaults_path, [])
+    merged = LocMap(doc or {})
+    merged.line, merged.key_lines = 1, dict(getattr(doc, "key_lines", {}))
+    if isinstance(shipped, LocMap):
+        for key in MAP_KEYS:
+            if key not in merged and key in shipped:
+                merged[key] = shipped[key]
+                merged.key_lines[key] = 1  # not in this file: the shipped value
+    return merged
+
+
+def load_map(
+    path: str, defaults_path: str | None = None
+) -> tuple[ConnectionsMap | None, list[Problem], LocMap | None]:
+    """The map in `path`; with `defaults_path`, keys it leaves out come from that map."""
     check = _FileChecker(path)
-    doc = check.mapping(read_yaml(path, check.problems), "connections map", MAP_KEYS)
+    doc = _with_defaults(read_yaml(path, check.problems), check.problems, defaults_path)
+    doc = check.mapping(doc, "connections map", MAP_KEYS)
     if doc is None:
         if not check.problems:
             check.add(1, "", "empty connections map (give at least default-zone)")
@@ -507,7 +527,8 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     bad = None
     if check_owner and map_path == admin_map:
         bad = insecure_problem(paths.config, is_dir=True) or insecure_problem(map_path)
-    cmap, map_problems, doc = (None, [bad], None) if bad else load_map(map_path)
+    defaults = shipped_map if map_path == admin_map else None
+    cmap, map_problems, doc = (None, [bad], None) if bad else load_map(map_path, defaults)
     problems += map_problems
     map_broken = map_problems[0] if cmap is None and map_problems else None
     if cmap is None and map_path != shipped_map:

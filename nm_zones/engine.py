@@ -412,16 +412,16 @@ class Engine:
             self.netfilter.remove_chains(owned)
             self._changed(Change(f"<{token}>", "?", "", "orphaned chains removed"))
 
-    def disable_all(self, state: State) -> None:
+    def disable_all(self, state: State, reason: str = "nm-zones disabled") -> None:
         """Every rule of nm-zones out of the kernel (the disabled flag, written first, is the
         journal: a run that finds it finishes this); bindings kept, marked disabled."""
         self.netfilter.remove_everything()
         for name, binding in sorted(state.interfaces.items()):
             if binding.status != "disabled":
-                self._changed(Change(name, binding.zone, "", "nm-zones disabled"))
+                self._changed(Change(name, binding.zone, "", reason))
             binding.status, binding.digest = "disabled", ""
         if state.catchall_zone:
-            self._changed(Change("*", state.catchall_zone, "", "nm-zones disabled"))
+            self._changed(Change("*", state.catchall_zone, "", reason))
         state.catchall_zone = state.catchall_digest = ""
         state.kernel.clear()
         self.state_dir.save(state)

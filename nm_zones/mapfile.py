@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 
 from .paths import Paths
 from .state import write_atomically
 
 
 def set_map_zone(paths: Paths, key: str, zone: str) -> str:
-    """Set `key: zone` in /etc/nm-zones/connections-map.yaml (a copy of the shipped map is
-    made first if the admin has none). Returns the file's path."""
+    """Set `key: zone` in /etc/nm-zones/connections-map.yaml (made first, all commented out
+    as `nm-zones install` writes it, if the admin has none: the other keys keep following
+    the shipped map). Returns the file's path."""
+    from .install import commented_map
+
     path = os.path.join(paths.config, "connections-map.yaml")
     if not os.path.exists(path):
         os.makedirs(paths.config, mode=0o755, exist_ok=True)
-        shutil.copyfile(os.path.join(paths.shipped, "connections-map.yaml"), path)
-        os.chmod(path, 0o644)
+        write_atomically(path, commented_map().encode("utf-8"), 0o644)
     with open(path, encoding="utf-8") as stream:
         text = stream.read()
     line = f"{key}: {zone}" if zone else f"{key}:"

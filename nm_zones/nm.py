@@ -98,7 +98,7 @@ def assign(engine: Engine, connection: str, zone: str, state: State) -> None:
             )
 
 
-def disable(engine: Engine) -> None:
+def disable(engine: Engine, reason: str = "nm-zones disabled") -> None:
     """Remove every nm-zones rule; the flag in /etc/nm-zones keeps the hook quiet after a
     reboot and, written first, lets any later run finish a disable that was interrupted.
     Bindings stay in the state, marked disabled, so that enable can restore them."""
@@ -112,7 +112,7 @@ def disable(engine: Engine) -> None:
     write_atomically(
         engine.paths.disabled_flag, b"nm-zones is disabled; `nm-zones enable` turns it back on\n"
     )
-    engine.disable_all(engine.state_dir.load())
+    engine.disable_all(engine.state_dir.load(), reason)
 
 
 def enable(engine: Engine, state: State) -> None:

@@ -66,6 +66,20 @@ def yaml_files(directory: str) -> dict[str, str]:
     }
 
 
+def stray_yml_files(paths: Paths) -> list[str]:
+    """Admin files named NAME.yml, which nm-zones ignores (only NAME.yaml is read): for the
+    commands that read the whole config to warn about, never for an event."""
+    found = []
+    for sub in ("zones.d", "services.d"):
+        folder = os.path.join(paths.config, sub)
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        found += [os.path.join(folder, n) for n in names if n.endswith(".yml") and n[0] != "."]
+    return found
+
+
 def config_files(paths: Paths) -> list[str]:
     """Every file and folder whose change must invalidate the compiled-config cache."""
     result = [

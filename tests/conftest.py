@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -38,6 +39,57 @@ def host_firewall_untouched():
     after = host_firewall()
     assert "nmz" not in after, "nm-zones rules leaked into the test runner's namespace"
     assert before == after, "the test runner's own firewall changed during the tests"
+
+
+# Where `nm-zones install --root /` and a running nm-zones write on a system: the demo and
+# the tests do that only inside the NetworkManager sandbox, whose /etc, /usr and /run are its own.
+HOST_PLACES = (
+    "/usr/local/sbin",
+    "/usr/lib/NetworkManager",
+    "/etc/NetworkManager/dispatcher.d",
+    "/etc/nm-zones",
+    "/run/nm-zones",
+    "/etc/systemd/system",
+)
+
+
+def _identity(path: str) -> tuple:
+    """What a file is: type, mode, owner, size, mtime and its content's hash (or link target)."""
+    info = os.lstat(path)
+    if os.path.islink(path):
+        content = os.readlink(path)
+    elif os.path.isfile(path):
+        with open(path, "rb") as stream:
+            content = hashlib.sha256(stream.read()).hexdigest()
+    else:
+        content = ""
+    return (info.st_mode, info.st_uid, info.st_size, info.st_mtime_ns, content)
+
+
+def host_files(places=HOST_PLACES) -> dict[str, tuple]:
+    """Every file and folder under the places nm-zones installs into, with its identity."""
+    listing = {}
+    for place in places:
+        if not os.path.lexists(place):
+            listing[place] = ("absent",)
+            continue
+        listing[place] = _identity(place)
+        for folder, dirs, files in os.walk(place):
+            for name in dirs + files:
+                path = os.path.join(folder, name)
+                listing[path] = _identity(path)
+    return listing
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_files_untouched():
+    """The demo's and the tests' installs stay inside their sandbox: this machine's /usr,
+    /etc and /run are the same after the run as before."""
+    before = host_files()
+    yield
+    after = host_files()
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    assert not changed, f"the tests changed this machine's files: {changed}"
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -365,6 +366,37 @@ def test_check_reports_one_line_per_problem(etc):
 def test_check_passes_on_shipped_config(etc):
     result = run_check(etc)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_check_and_reload_name_a_yml_file_they_ignore(lab):
+    etc = pathlib.Path(lab.config_dir)
+    write(etc / "zones.d" / "lab.yml", "target: accept\n")
+    write(etc / "services.d" / "web.yml", "ports: [80/tcp]\n")
+    write(etc / "zones.d" / ".hidden.yml", "target: accept\n")
+    result = run_check(etc)
+    assert result.returncode == 0 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"nm-zones: {etc}/zones.d/lab.yml: ignored: only files named NAME.yaml are read",
+        f"nm-zones: {etc}/services.d/web.yml: ignored: only files named NAME.yaml are read",
+    ]
+    reload = lab.nm_zones("reload")
+    assert reload.stderr == result.stderr
+    assert "lab" not in load_with(etc).config.zones
+
+
+def test_an_admin_map_overrides_the_shipped_one_key_by_key(etc):
+    shipped = load_with(etc).config.connections_map
+    assert "docker*" in shipped.exempt_interfaces
+    for text in ("", "# nothing set\n", "wired-zone: home\n"):
+        result = load_with(etc, cmap=text)
+        assert result.problems == [], text
+        cmap = result.config.connections_map
+        assert cmap.exempt_interfaces == shipped.exempt_interfaces
+        assert cmap.default_zone == shipped.default_zone
+    assert cmap.wired_zone == "home"
+    cmap = load_with(etc, cmap="exempt-interfaces: [lo]\n").config.connections_map
+    assert cmap.exempt_interfaces == ("lo",) and cmap.default_zone == "public"
+    assert messages(load_with(etc, cmap="[a list]\n"))[0].startswith("connections-map.yaml:1: ")
 
 
 # -- property-based: any input ends in a config or clean problems ----------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ import time
 import pytest
 
 from nm_zones.state import STATE_FILE
-from tests.harness.lab import REPO, base_env
+from tests.harness.lab import REPO
 from tests.harness.nm_sandbox import NMSandbox
 
 HOOK = os.path.join(REPO, "dispatcher.d", "50-nm-zones")
@@ -281,60 +280,3 @@ def test_strange_connection_names(lab, tmp_path, name):
     result = run_hook(lab, link.name, "up", **env)
     assert result.returncode == 0, result.stderr
     assert lab.nm_zones("status").returncode == 0
-
-
-# -- install ------------------------------------------------------------------------------
-
-
-def read(path: str) -> str:
-    with open(path) as stream:
-        return stream.read()
-
-
-def test_install_and_uninstall_under_a_root(tmp_path):
-    root = str(tmp_path / "image")
-    env = base_env()
-    run = [sys.executable, "-m", "nm_zones", "install", "--root", root]
-    assert subprocess.run(run, env=env, capture_output=True, text=True).stdout == ""
-    hook = os.path.join(root, "etc/NetworkManager/dispatcher.d/50-nm-zones")
-    info = os.stat(hook)
-    assert stat.S_IMODE(info.st_mode) == 0o755 and info.st_uid == os.geteuid()
-    with open(hook) as stream:
-        text = stream.read()
-    assert text.startswith(f"#!{sys.executable} -S\n")
-    assert REPO in text  # the package's folder is written in: NM passes no environment
-    for sub in ("pre-up.d", "pre-down.d"):
-        assert (
-            os.readlink(os.path.join(root, "etc/NetworkManager/dispatcher.d", sub, "50-nm-zones"))
-            == "../50-nm-zones"
-        )
-    cmap = os.path.join(root, "etc/nm-zones/connections-map.yaml")
-    assert "default-zone: public" in read(cmap)
-    unit = os.path.join(root, "etc/systemd/system/nm-zones.service")
-    assert "Before=NetworkManager.service" in read(unit)
-    # an admin's file is never overwritten
-    with open(cmap, "w") as stream:
-        stream.write("default-zone: home\n")
-    out = subprocess.run(run, env=env, capture_output=True, text=True).stdout
-    assert "kept" in out and read(cmap) == "default-zone: home\n"
-    # the installed hook runs with no environment at all, as NetworkManager starts it
-    result = subprocess.run([hook, "", "connectivity-change"], env={}, capture_output=True)
-    assert result.returncode == 0, result.stderr
-    # root's command starts like the hook: -S, package folders written in, no environment
-    command = os.path.join(root, "usr/local/sbin/nm-zones")
-    assert read(command).startswith(f"#!{sys.executable} -S\n") and REPO in read(command)
-    result = subprocess.run([command, "zones"], env={}, capture_output=True, text=True)
-    assert result.returncode == 0 and "* public" in result.stdout, result.stderr
-    # a command of the same name that install did not write is kept, and survives uninstall
-    with open(command, "w") as stream:
-        stream.write("#!/bin/sh\necho mine\n")
-    assert "kept" in subprocess.run(run, env=env, capture_output=True, text=True).stdout
-    assert read(command) == "#!/bin/sh\necho mine\n"
-    out = subprocess.run([*run, "--uninstall"], env=env, capture_output=True, text=True).stdout
-    assert not os.path.exists(hook) and not os.path.exists(unit)
-    assert os.path.exists(cmap) and "changed by the admin" in out
-    assert read(command) == "#!/bin/sh\necho mine\n" and "not written by nm-zones" in out
-    os.unlink(command)
-    subprocess.run(run, env=env, check=True)
-    subprocess.run([*run, "--uninstall"], env=env, check=True)
-    assert not os.path.exists(command)

@@ -7,8 +7,8 @@
         nm.probe([...])                        # probes from the peer host
 
 Commands run inside the sandbox with nsenter, so they share its mount, network, pid and uts
-namespaces; the hook that NetworkManager runs there sees the sandbox's private /etc/nm-zones
-and /run, never this machine's.
+namespaces; the hook that NetworkManager runs there sees the sandbox's private /etc, /usr and
+/run (overlays and a tmpfs), never this machine's: `nm-zones install --root /` is safe inside.
 """
 
 from __future__ import annotations

@@ -2,14 +2,16 @@
 
 Started by NMSandbox through `unshare --pid --fork --kill-child --mount-proc --net --mount
 --uts --propagation private`. It hides the machine's NetworkManager state behind tmpfs mounts,
-puts an overlay over /etc (so /etc/nm-zones is private), starts a private system bus and
-NetworkManager, prints `ready`, and then reaps children until it is killed; the kernel then
-kills everything in the sandbox.
+puts overlays over /etc and /usr (upper layers on its own tmpfs /run: what is installed inside,
+/etc/nm-zones or /usr/local/sbin/nm-zones, never reaches this machine), starts a private
+system bus and NetworkManager, prints `ready`, and then reaps children until it is killed; the
+kernel then kills everything in the sandbox.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +22,16 @@ DAEMON_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
 }
+# Everything `nm-zones install --root /` writes (/etc/NetworkManager, /etc/nm-zones,
+# /etc/systemd/system, /usr/local/sbin, /usr/lib/...) is under these: overlays keep it private.
+OVERLAID = ["/etc", "/usr"]
+# What an earlier `nm-zones install` on this machine may have left: the sandbox starts as a
+# machine without nm-zones (removed in the overlays only).
+NOT_INSTALLED = [
+    "/usr/local/sbin/nm-zones",
+    "/etc/nm-zones",
+    "/etc/systemd/system/nm-zones.service",
+]
 HIDDEN = [
     "/etc/NetworkManager",
     "/var/lib/NetworkManager",
@@ -84,6 +96,30 @@ managed=1
 """
 
 
+def overlay(place: str) -> None:
+    """Writes to `place` land on the sandbox's tmpfs (/run); this machine's copy stays as is."""
+    upper, work = f"{WORK}/upper{place}", f"{WORK}/overlay-work{place}"
+    os.makedirs(upper, exist_ok=True)
+    os.makedirs(work, exist_ok=True)
+    options = f"lowerdir={place},upperdir={upper},workdir={work}"
+    sh("mount", "-n", "-t", "overlay", "overlay", "-o", options, place)
+
+
+def forget(path: str) -> None:
+    """Remove `path` from the sandbox's view: a whiteout in an overlay, never the real file."""
+    if not os.path.lexists(path):
+        return
+    kind = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", path], capture_output=True, text=True
+    )
+    if kind.stdout.strip() != "overlay":
+        raise SystemExit(f"refusing to remove {path}: not on a sandbox overlay")
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 def sh(*argv: str) -> None:
     subprocess.run(argv, check=True)
 
@@ -97,18 +133,10 @@ def write(path: str, text: str) -> None:
 def main() -> None:
     log_dir = sys.argv[1]
     sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run")
-    os.makedirs(f"{WORK}/upper", exist_ok=True)
-    os.makedirs(f"{WORK}/overlay-work", exist_ok=True)
-    sh(
-        "mount",
-        "-n",
-        "-t",
-        "overlay",
-        "overlay",
-        "-o",
-        f"lowerdir=/etc,upperdir={WORK}/upper,workdir={WORK}/overlay-work",
-        "/etc",
-    )
+    for place in OVERLAID:
+        overlay(place)
+    for path in NOT_INSTALLED:
+        forget(path)
     for path in HIDDEN:
         if os.path.isdir(path):
             sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
