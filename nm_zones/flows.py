@@ -43,7 +43,7 @@ it, and the zone's rules filter only what comes in.
 
 from __future__ import annotations
 
-from .layout import FAMILIES, IP_PROTOCOLS
+from .layout import FAMILIES, FORWARD_OUT, IP_PROTOCOLS
 
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 SETTING = "end-forbidden-flows"
@@ -51,7 +51,7 @@ TERMINAL = frozenset({"ACCEPT", "REJECT", "DROP"})
 PORT_PROTOCOLS = {6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
 ICMP_MATCHES = {"icmp": ("icmp-type", 1), "icmp6": ("icmpv6-type", 58)}
 # include/uapi/linux/netfilter/nf_conntrack_common.h
-IPS_EXPECTED, IPS_DST_NAT = 1 << 0, 1 << 5
+IPS_EXPECTED, IPS_SRC_NAT, IPS_DST_NAT = 1 << 0, 1 << 4, 1 << 5
 AF_INET6 = 10  # socket.AF_INET6 on Linux (this module is imported by every switch: no socket)
 
 
@@ -252,15 +252,23 @@ def _matches(spec: tuple, packet: Packet) -> bool | None:
 
 
 def accepts(specs: tuple, packet: Packet) -> bool:
-    """The chain's verdict on the packet, read the strict way where a match is unknown."""
+    """The chain's verdict on the packet, read the strict way where a match is unknown.
+    In a forward chain, RETURN hands someone else's DNAT back to FORWARD (nm-zones does not
+    refuse it), and the jump to nmz-forward-out accepts what an egress zone masquerades
+    (a flow conntrack has source-NATed)."""
     for spec in specs:
-        if spec[0] not in TERMINAL:
+        target = spec[0]
+        if target == FORWARD_OUT:
+            if "SNAT" in packet.states and _matches(spec, packet):
+                return True
+            continue
+        if target not in TERMINAL and target != "RETURN":
             continue
         matched = _matches(spec, packet)
         if matched is None:
-            matched = spec[0] != "ACCEPT"
+            matched = target not in ("ACCEPT", "RETURN")
         if matched:
-            return spec[0] == "ACCEPT"
+            return target in ("ACCEPT", "RETURN")
     return False
 
 
@@ -469,6 +477,8 @@ def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
         first.states = frozenset({"NEW", "DNAT"})
     elif forwarding is not None:
         return True  # the new zone would forward it; this flow went straight in
+    if flow.status & IPS_SRC_NAT:
+        first.states |= {"SNAT"}
     return not accepts(chain(new, family, "filter", "in" if inbound else "fwd"), first)
 
 

@@ -63,8 +63,10 @@ def installed_scripts(python: str, folder: str) -> tuple[str, str]:
     (`#!python -S`, the package folders that interpreter finds written in)."""
     command, hook = os.path.join(folder, "nm-zones"), os.path.join(folder, "50-nm-zones")
     code = (
-        "import sys\nfrom nm_zones.install import command_text, hook_text\n"
-        "open(sys.argv[1], 'w').write(command_text())\nopen(sys.argv[2], 'w').write(hook_text())"
+        "import sys\nfrom nm_zones.install import command_text, hook_text, package_paths,"
+        " stable_interpreter\npython, folders = stable_interpreter(), package_paths()\n"
+        "open(sys.argv[1], 'w').write(command_text(python, folders))\n"
+        "open(sys.argv[2], 'w').write(hook_text(python, folders))"
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO, "PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run([python, "-c", code, command, hook], env=env, check=True, cwd=REPO)
