@@ -24,6 +24,13 @@ HOOK_MARKER = "nm-zones: NetworkManager dispatcher hook"
 COMMAND_PATH = "usr/local/sbin/nm-zones"
 COMMAND_MARKER = "nm-zones: the command, started like the dispatcher hook"
 UNIT_NAME = "nm-zones.service"
+# `nm-zones serve`: (shipped file, where it goes, mode); each carries the word nm-zones
+SERVICE_FILES = (
+    ("nm-zones-dbus.conf", "etc/dbus-1/system.d/nm-zones.conf", 0o644),
+    ("org.nm-zones.policy", "usr/share/polkit-1/actions/org.nm-zones.policy", 0o644),
+    ("nm-zones-serve.service", "etc/systemd/system/nm-zones-serve.service", 0o644),
+)
+SERVICE_MARKER = "nm-zones"
 
 
 def _under(root: str, path: str) -> str:
@@ -34,7 +41,7 @@ def package_paths() -> list[str]:
     """The sys.path entries the hook needs: nm_zones, python-iptables (and its libxtwrapper)
     and PyYAML, for when the config cache is rebuilt."""
     found: list[str] = []
-    for module in ("nm_zones", "iptc", "yaml"):
+    for module in ("nm_zones", "iptc", "yaml", "jeepney"):
         spec = importlib.util.find_spec(module)
         if spec and spec.origin:
             folder = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
@@ -106,6 +113,22 @@ def install(root: str = "/") -> list[str]:
     units = _under(root, "etc/systemd/system")
     _write(os.path.join(units, UNIT_NAME), unit_text(), 0o644)
     _link(f"../{UNIT_NAME}", os.path.join(units, "NetworkManager.service.wants", UNIT_NAME))
+    notes += install_service_files(root)
+    return notes
+
+
+def install_service_files(root: str) -> list[str]:
+    """The D-Bus policy, the polkit actions and the unit of `nm-zones serve` (the unit is
+    not enabled: it would stop firewalld)."""
+    notes = []
+    for shipped, target, mode in SERVICE_FILES:
+        path = _under(root, target)
+        if os.path.exists(path) and not _written_by_us(path, SERVICE_MARKER):
+            notes.append(f"kept {path}: not written by nm-zones")
+            continue
+        with open(os.path.join(SHIPPED_DIR, shipped), encoding="utf-8") as stream:
+            text = stream.read().replace("@PYTHON@", sys.executable)
+        _write(path, text, mode)
     return notes
 
 
@@ -138,6 +161,10 @@ def uninstall(root: str = "/") -> list[str]:
         link = os.path.join(hooks, sub, HOOK_NAME)
         if os.path.islink(link) and os.readlink(link) == f"../{HOOK_NAME}":
             _remove(link)
+    for _, target, _ in SERVICE_FILES:
+        path = _under(root, target)
+        if os.path.isfile(path) and _written_by_us(path, SERVICE_MARKER):
+            _remove(path)
     units = _under(root, "etc/systemd/system")
     _remove(os.path.join(units, "NetworkManager.service.wants", UNIT_NAME))
     _remove(os.path.join(units, UNIT_NAME))

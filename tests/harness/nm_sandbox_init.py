@@ -4,7 +4,9 @@ Started by NMSandbox through `unshare --pid --fork --kill-child --mount-proc --n
 --uts --propagation private`. It hides the machine's NetworkManager state behind tmpfs mounts,
 puts an overlay over /etc (so /etc/nm-zones is private), starts a private system bus and
 NetworkManager, prints `ready`, and then reaps children until it is killed; the kernel then
-kills everything in the sandbox.
+kills everything in the sandbox. /usr is an overlay too (so `nm-zones install` writes nothing
+of this machine's), and so is /root, opened to other users so that a test user can run this
+Python and the worktree's package; polkitd is started by the bus when first asked.
 """
 
 from __future__ import annotations
@@ -53,12 +55,19 @@ DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Confi
            send_interface="org.freedesktop.DBus.Properties"/>
   </policy>
   <includedir>/usr/share/dbus-1/system.d</includedir>
+  <includedir>/etc/dbus-1/system.d</includedir>
 </busconfig>
 """
 
 DISPATCHER_SERVICE = """[D-BUS Service]
 Name=org.freedesktop.nm_dispatcher
 Exec=/usr/lib/NetworkManager/nm-dispatcher
+User=root
+"""
+
+POLKIT_SERVICE = """[D-BUS Service]
+Name=org.freedesktop.PolicyKit1
+Exec=/usr/lib/polkit-1/polkitd --no-debug
 User=root
 """
 
@@ -97,18 +106,21 @@ def write(path: str, text: str) -> None:
 def main() -> None:
     log_dir = sys.argv[1]
     sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run")
-    os.makedirs(f"{WORK}/upper", exist_ok=True)
-    os.makedirs(f"{WORK}/overlay-work", exist_ok=True)
-    sh(
-        "mount",
-        "-n",
-        "-t",
-        "overlay",
-        "overlay",
-        "-o",
-        f"lowerdir=/etc,upperdir={WORK}/upper,workdir={WORK}/overlay-work",
-        "/etc",
-    )
+    for top in ("/etc", "/usr", "/root"):
+        name = top.strip("/")
+        os.makedirs(f"{WORK}/{name}-upper", exist_ok=True)
+        os.makedirs(f"{WORK}/{name}-work", exist_ok=True)
+        sh(
+            "mount",
+            "-n",
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            f"lowerdir={top},upperdir={WORK}/{name}-upper,workdir={WORK}/{name}-work",
+            top,
+        )
+    os.chmod("/root", 0o711)  # in the overlay only: test users reach this Python
     for path in HIDDEN:
         if os.path.isdir(path):
             sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
@@ -116,6 +128,8 @@ def main() -> None:
     sh("ip", "link", "set", "lo", "up")
     write(f"{WORK}/dbus.conf", DBUS_CONFIG.format(work=WORK))
     write(f"{WORK}/services/org.freedesktop.nm_dispatcher.service", DISPATCHER_SERVICE)
+    write(f"{WORK}/services/org.freedesktop.PolicyKit1.service", POLKIT_SERVICE)
+    os.makedirs("/etc/dbus-1/system.d", exist_ok=True)
     write("/etc/NetworkManager/NetworkManager.conf", NM_CONFIG)
     os.makedirs("/etc/NetworkManager/system-connections", mode=0o700, exist_ok=True)
     os.makedirs("/run/dbus", exist_ok=True)
@@ -133,7 +147,7 @@ def main() -> None:
         time.sleep(0.01)
     with open(os.path.join(log_dir, "NetworkManager.log"), "ab") as nm_log:
         subprocess.Popen(
-            ["NetworkManager", "--no-daemon"], env=DAEMON_ENV, stdout=nm_log, stderr=nm_log
+            ["NetworkManager", "--debug"], env=DAEMON_ENV, stdout=nm_log, stderr=nm_log
         )
     subprocess.run(["nm-online", "-s", "-q", "-t", "20"], env=DAEMON_ENV)
     print("ready", flush=True)
