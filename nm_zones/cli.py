@@ -415,7 +415,9 @@ def cmd_default_zone(args) -> int:
     from .engine import Engine
 
     engine = Engine(paths, use_cache=False)
-    return _run_changes(engine, engine.reload)
+    status = _run_changes(engine, engine.reload)
+    _tell_service_reloaded()
+    return status
 
 
 def cmd_enable(args) -> int:
