@@ -69,9 +69,11 @@ def _service_rules(service: Service, family: str) -> list[Rule]:
     return rules
 
 
-def _tail(zone: Zone, family: str, label: str) -> list[Rule]:
+def _tail(zone: Zone, family: str, label: str, target: str = "") -> list[Rule]:
+    """The end of a chain: what `target` (default: the zone's) does with the rest."""
+    target = target or zone.target
     rules = []
-    if zone.log_denied and zone.target != "accept":
+    if zone.log_denied and target != "accept":
         rules.append(
             Rule(
                 "LOG",
@@ -79,9 +81,9 @@ def _tail(zone: Zone, family: str, label: str) -> list[Rule]:
                 matches=(Match("limit", (("limit", "5/min"),)),),
             )
         )
-    if zone.target == "accept":
+    if target == "accept":
         rules.append(Rule("ACCEPT"))
-    elif zone.target == "drop":
+    elif target == "drop":
         rules.append(Rule("DROP"))
     else:
         rules.append(Rule("REJECT", (("reject-with", REJECT_WITH[family]),)))
@@ -125,12 +127,13 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
 
 
 def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
-    """Traffic routed through this machine that entered on the interface."""
+    """Traffic routed through this machine that entered on the interface; the zone's
+    `forward-target`, when it has one, decides the rest."""
     rules = [
         Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED", "DNAT"),)),
         Rule("DROP", matches=(_state("INVALID"),)),
     ]
-    return tuple(rules + _tail(zone, family, label))
+    return tuple(rules + _tail(zone, family, label, zone.forward_target))
 
 
 def _forward_ports(zone: Zone, family: str) -> list:

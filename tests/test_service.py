@@ -347,8 +347,7 @@ def test_killed_mid_change_the_next_run_repairs_the_kernel(served):
     assert "(APPLYING)" in status.stdout, status.stdout
     nm.serve()  # the next run repairs what was interrupted, then NetworkManager replays
     wait_for(
-        lambda: "ethz0: block -> block (D-Bus call; repairing an interrupted apply)"
-        in nm.logs(),
+        lambda: "ethz0: block -> block (D-Bus call; repairing an interrupted apply)" in nm.logs(),
         10,
         what="the repair",
     )
@@ -445,3 +444,140 @@ def test_install_writes_the_bus_policy_polkit_actions_and_the_service_unit(tmp_p
     subprocess.run([*run, "--uninstall"], env=base_env(), check=True)
     for path in ("etc/dbus-1/system.d/nm-zones.conf", "etc/systemd/system/nm-zones-serve.service"):
         assert not os.path.exists(os.path.join(root, path))
+
+
+# -- shared connections -------------------------------------------------------------------
+
+DNS_QUERY = """
+import socket, sys
+query = bytes.fromhex("12340100000100000000000007657861"
+                      "6d706c650474657374000001 0001".replace(" ", ""))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(3)
+s.sendto(query, (sys.argv[1], 53))
+try:
+    reply = s.recv(512)
+    print("answered" if reply[:2] == query[:2] else "garbled")
+except socket.timeout:
+    print("silence")
+except OSError as error:
+    print(f"refused: {error}")
+"""
+
+
+def test_a_shared_connection_gets_nm_shared_and_routes_its_clients(tmp_path):
+    """A client behind a shared connection gets an address by DHCP and an answer by DNS from
+    this machine, reaches a host beyond the uplink (NetworkManager masquerades, nm-shared
+    lets it through), and finds nothing else of this machine open."""
+    if NEEDS_NM:
+        pytest.skip("needs root and NetworkManager")
+    from pyroute2 import NetNS, netns
+
+    from tests.harness.lab import run_probes, start_listener
+
+    nm = NMSandbox(str(tmp_path / "sandbox"), firewall_backend="nftables")
+    client = f"nmz-client-{os.urandom(3).hex()}"
+    lease, pidfile = str(tmp_path / "lease"), str(tmp_path / "dhclient.pid")
+    nm.start()
+    try:
+        nm.install_hook()
+        reload_bus_config(nm)
+        nm.serve()
+        nm.listen()
+        uplink = up(nm, "uplink")
+        nm.wait_zone(uplink.name, "public")
+        netns.create(client)
+        with NetNS(client) as ns:
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+            ns.link("add", ifname="vc1", kind="veth", peer={"ifname": "ethz1"})
+            ns.link("set", index=ns.link_lookup(ifname="ethz1")[0], net_ns_pid=nm.pid)
+            ns.link("set", index=ns.link_lookup(ifname="vc1")[0], state="up")
+        nm.nmcli(
+            *("connection", "add", "type", "ethernet", "ifname", "ethz1", "con-name", "hotspot"),
+            *("connection.autoconnect", "no", "ipv4.method", "shared", "ipv6.method", "disabled"),
+        )
+        nm.nmcli("connection", "up", "hotspot")
+        nm.wait_zone("ethz1", "nm-shared")
+        assert nm.state()["interfaces"]["ethz1"]["reason"] == "shared connection"
+        assert hook_sees_nothing_to_do(nm, "hotspot", "ethz1")
+        in_client = ["ip", "netns", "exec", client]
+        got = subprocess.run(
+            [
+                *(*in_client, "dhclient", "-1", "-4", "-sf", "/bin/true"),
+                *("-lf", lease, "-pf", pidfile, "vc1"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        with open(lease) as stream:
+            text = stream.read()
+        address = re.search(r"fixed-address ([\d.]+);", text).group(1)
+        router = re.search(r"option routers ([\d.]+);", text).group(1)
+        dns = re.search(r"option domain-name-servers ([\d.]+)", text).group(1)
+        subprocess.run([*in_client, "ip", "addr", "add", f"{address}/24", "dev", "vc1"], check=True)
+        subprocess.run([*in_client, "ip", "route", "add", "default", "via", router], check=True)
+        answer = subprocess.run(
+            [*in_client, PYTHON, "-c", DNS_QUERY, dns], capture_output=True, text=True, timeout=30
+        )
+        assert answer.stdout.strip() == "answered", answer.stdout + answer.stderr
+        nm.listeners.append(
+            start_listener(["ip", "netns", "exec", nm.peer], base_env(), (8080,), ())
+        )
+        beyond = {"kind": "tcp", "address": uplink.peer_ipv4, "port": 8080}
+        host = [{"kind": "tcp", "address": router, "port": port} for port in (22, 8080)]
+        host.append({"kind": "udp", "address": router, "port": 631})
+        assert run_probes(client, [beyond, *host], base_env()) == ["accepted"] + ["rejected"] * 3
+    finally:
+        if os.path.exists(pidfile):
+            with open(pidfile) as stream:
+                pid = stream.read().strip()
+            if pid:
+                subprocess.run(["kill", pid], check=False)
+        nm.stop()
+        if client in netns.listnetns():
+            netns.remove(client)
+
+
+# -- the pure parts -----------------------------------------------------------------------
+
+
+def test_a_shared_profile_without_a_zone_resolves_to_nm_shared(tmp_path):
+    from nm_zones.resolve import Connection, decide_zone, read_connection
+
+    class Map:
+        default_zone, wired_zone, wireless_zone = "public", "home", ""
+
+        def zone_for(self, key):
+            return None
+
+    zones = {"public", "home", "block", "nm-shared"}
+    keyfile = tmp_path / "hotspot.nmconnection"
+    keyfile.write_text(
+        "[connection]\nid=hotspot\nuuid=u1\ntype=ethernet\n\n[ipv4]\nmethod=shared\n"
+        "\n[ipv6]\nmethod=disabled\n"
+    )
+    shared = read_connection("u1", "hotspot", str(keyfile))
+    assert shared.shared and shared.zone == ""
+    decision = decide_zone(shared, Map(), zones)
+    assert (decision.zone, decision.reason) == ("nm-shared", "shared connection")
+    # a zone of its own still wins, as in NetworkManager
+    own = Connection("u1", "hotspot", "ethernet", "block", shared=True)
+    assert decide_zone(own, Map(), zones).zone == "block"
+    plain = Connection("u2", "lan", "ethernet")
+    assert decide_zone(plain, Map(), zones).zone == "home"
+
+
+def test_forward_target_is_checked(tmp_path):
+    config = tmp_path / "etc"
+    (config / "zones.d").mkdir(parents=True)
+    (config / "zones.d" / "lab.yaml").write_text("services: [ssh]\nforward-target: maybe\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "nm_zones", "check"],
+        capture_output=True,
+        text=True,
+        env=base_env(NM_ZONES_CONFIG_DIR=str(config), NM_ZONES_STATE_DIR=str(tmp_path / "s")),
+    )
+    assert result.returncode == 2
+    assert "lab.yaml:2: forward-target: unknown target 'maybe'" in result.stderr, result.stderr

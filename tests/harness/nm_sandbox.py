@@ -34,8 +34,11 @@ from .lab import (
 
 
 class NMSandbox:
-    def __init__(self, tmp: str):
+    def __init__(self, tmp: str, firewall_backend: str = "none"):
+        """`firewall_backend`: NetworkManager's own rules for shared connections (its
+        masquerade), `none` or `nftables`."""
         self.tmp = tmp
+        self.firewall_backend = firewall_backend
         self.peer = f"nmz-nmpeer-{secrets.token_hex(3)}"
         self.process: subprocess.Popen | None = None
         self.pid = 0
@@ -67,6 +70,7 @@ class NMSandbox:
                 PYTHON,
                 os.path.join(HARNESS, "nm_sandbox_init.py"),
                 self.tmp,
+                self.firewall_backend,
             ],
             stdout=subprocess.PIPE,
             text=True,

@@ -130,7 +130,11 @@ def main() -> None:
     write(f"{WORK}/services/org.freedesktop.nm_dispatcher.service", DISPATCHER_SERVICE)
     write(f"{WORK}/services/org.freedesktop.PolicyKit1.service", POLKIT_SERVICE)
     os.makedirs("/etc/dbus-1/system.d", exist_ok=True)
-    write("/etc/NetworkManager/NetworkManager.conf", NM_CONFIG)
+    backend = sys.argv[2] if len(sys.argv) > 2 else "none"
+    write(
+        "/etc/NetworkManager/NetworkManager.conf",
+        NM_CONFIG.replace("firewall-backend=none", f"firewall-backend={backend}"),
+    )
     os.makedirs("/etc/NetworkManager/system-connections", mode=0o700, exist_ok=True)
     os.makedirs("/run/dbus", exist_ok=True)
     with open(os.path.join(log_dir, "dbus.log"), "ab") as dbus_log:
