@@ -63,6 +63,11 @@ CALL_TIMEOUT = 25.0
 POLKIT_TIMEOUT = 120.0  # an authentication dialog may be answered by a human
 ALLOW_USER_INTERACTION = 1
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
+CACHE_LIMIT = 4096
+NM_RESTARTS = (
+    "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+    f"member='NameOwnerChanged',arg0='{NM_BUS}'"
+)
 
 
 class Refused(Exception):
@@ -127,7 +132,7 @@ class Bus:
             raise BusCallFailed(name, text)
         return reply.body
 
-    async def run(self, on_call) -> None:
+    async def run(self, on_call, on_signal) -> None:
         """Until the bus goes away (EOFError)."""
         while True:
             message = await self.connection.receive()
@@ -139,6 +144,8 @@ class Bus:
                     future.set_result(message)
             elif kind == self._types.method_call:
                 on_call(message)
+            elif kind == self._types.signal:
+                on_signal(message)
 
 
 class Request:
@@ -188,6 +195,10 @@ class ZoneService:
         self._compiled_key: tuple | None = None
         self._netfilter = None
         self._tasks: set[asyncio.Task] = set()
+        # bus round trips saved on every call; each is only a shortcut to something stable:
+        self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
+        self._devices: dict[str, tuple[int, str]] = {}  # interface -> (ifindex, NM device)
+        self._profiles: dict[str, str] = {}  # NM active connection -> its profile (settings)
 
     # -- the engine, shared pieces kept between calls --------------------------------------
 
@@ -231,6 +242,12 @@ class ZoneService:
         self.finish(engine)
 
     # -- calls -----------------------------------------------------------------------------
+
+    def signalled(self, message) -> None:
+        """NetworkManager restarted (its name changed owner): its object paths start over."""
+        if message.body[:1] == (NM_BUS,):
+            self._devices.clear()
+            self._profiles.clear()
 
     def received(self, message) -> None:
         task = asyncio.get_running_loop().create_task(self.dispatch(Request(message)))
@@ -299,17 +316,22 @@ class ZoneService:
 
     async def authorized(self, sender: str, action: str) -> bool:
         """root always; anyone else as polkit decides (no polkit: nobody else)."""
-        try:
-            (uid,) = await self.bus.call(
-                "org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus",
-                "GetConnectionUnixUser",
-                "s",
-                (sender,),
-            )
-        except BusCallFailed:
-            return False
+        uid = self._uids.get(sender)
+        if uid is None:
+            try:
+                (uid,) = await self.bus.call(
+                    "org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus",
+                    "GetConnectionUnixUser",
+                    "s",
+                    (sender,),
+                )
+            except BusCallFailed:
+                return False
+            if len(self._uids) > CACHE_LIMIT:
+                self._uids.clear()
+            self._uids[sender] = uid
         if uid == 0:
             return True
         subject = ("system-bus-name", {"name": ("s", sender)})
@@ -337,19 +359,26 @@ class ZoneService:
     async def nm_profile(self, interface: str):
         """(Connection, the dispatcher variables NM would pass for it) of the profile active
         on `interface`; (Connection(found=False), {}) when NetworkManager knows none."""
+        from .ifname import interface_index
         from .resolve import Connection
 
         try:
-            (device,) = await self.bus.call(
-                NM_BUS, NM_PATH, NM_BUS, "GetDeviceByIpIface", "s", (interface,)
-            )
+            device = await self.nm_device(interface, interface_index(interface))
             active = await self.nm_property(device, NM_DEVICE, "ActiveConnection")
             if active == "/":
                 return Connection(found=False), {}
-            profile = await self.nm_property(active, NM_ACTIVE, "Connection")
-            (settings,) = await self.bus.call(NM_BUS, profile, NM_PROFILE, "GetSettings")
-            filename = await self.nm_property(profile, NM_PROFILE, "Filename")
+            profile = self._profiles.get(active)
+            if profile is None:
+                profile = await self.nm_property(active, NM_ACTIVE, "Connection")
+                if len(self._profiles) > CACHE_LIMIT:
+                    self._profiles.clear()
+                self._profiles[active] = profile
+            (settings,), filename = await asyncio.gather(
+                self.bus.call(NM_BUS, profile, NM_PROFILE, "GetSettings"),
+                self.nm_property(profile, NM_PROFILE, "Filename"),
+            )
         except (TimeoutError, BusCallFailed, ValueError, TypeError):
+            self._devices.pop(interface, None)
             return Connection(found=False), {}
         connection = _connection_from_settings(settings)
         env = {
@@ -358,6 +387,19 @@ class ZoneService:
             "CONNECTION_FILENAME": filename,
         }
         return connection, env
+
+    async def nm_device(self, interface: str, ifindex: int) -> str:
+        """NetworkManager's device object for the interface, kept while its index is."""
+        known = self._devices.get(interface)
+        if known and known[0] == ifindex:
+            return known[1]
+        (device,) = await self.bus.call(
+            NM_BUS, NM_PATH, NM_BUS, "GetDeviceByIpIface", "s", (interface,)
+        )
+        if len(self._devices) > CACHE_LIMIT:
+            self._devices.clear()
+        self._devices[interface] = (ifindex, device)
+        return device
 
     async def profile_zones(self) -> set[str]:
         """Every zone a NetworkManager profile names (editors drop a zone not listed)."""
@@ -660,9 +702,17 @@ async def serve(paths: Paths) -> int:
         asyncio.get_running_loop().add_signal_handler(
             number, lambda n=number: stopping.done() or stopping.set_result(n)
         )
-    receiving = asyncio.create_task(bus.run(service.received))
+    receiving = asyncio.create_task(bus.run(service.received, service.signalled))
     try:
         await claim_name(bus)
+        await bus.call(
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "AddMatch",
+            "s",
+            (NM_RESTARTS,),
+        )
         await asyncio.to_thread(service.start)
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
