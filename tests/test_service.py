@@ -133,8 +133,26 @@ class Monitor:
 # -- NetworkManager through the front door ----------------------------------------------
 
 
+PRE_UP_CHECK = """#!{python} -S
+# runs at pre-up just before 50-nm-zones: would the hook's quick path end the event?
+import os, sys
+sys.path[:0] = {paths!r}
+from nm_zones.paths import Paths
+from nm_zones.quick import inputs_key, nothing_changed
+paths = Paths.from_environment()
+done = nothing_changed(paths, sys.argv[1], inputs_key(paths, dict(os.environ)))
+with open("/run/nmz-pre-up-check", "a") as stream:
+    stream.write(f"{{sys.argv[1]}} {{sys.argv[2]}} {{done}}\\n")
+"""
+
+
 def test_activation_filters_the_interface_before_its_addresses_exist(served):
+    from nm_zones.install import package_paths
+
     nm = served
+    script = PRE_UP_CHECK.format(python=PYTHON, paths=package_paths())
+    check = "/etc/NetworkManager/dispatcher.d/pre-up.d/49-nmz-check"
+    nm.run(["sh", "-c", f"cat > {check} && chmod 755 {check}"], input_text=script)
     nm.nmcli("general", "logging", "level", "DEBUG", "domains", "FIREWALL,PLATFORM")
     nm.listen()
     link = up(nm, "lan", "connection.zone", "home")
@@ -153,7 +171,8 @@ def test_activation_filters_the_interface_before_its_addresses_exist(served):
     state = nm.state()["interfaces"][link.name]
     assert state["reason"] == "nmcli connection.zone" and state["connection_id"] == "lan"
     # the dispatcher hook that follows finds the binding current: its quick path ends it
-    assert hook_sees_nothing_to_do(nm, "lan", link.name)
+    seen = nm.sh("cat /run/nmz-pre-up-check").stdout
+    assert seen == "ethz0 pre-up True\n", seen
 
 
 def hook_sees_nothing_to_do(nm, connection: str, interface: str) -> bool:
