@@ -578,7 +578,9 @@ def build_parser() -> argparse.ArgumentParser:
         "install",
         cmd_install,
         "install the NetworkManager hook, /etc/nm-zones, the boot-time unit and root's fast "
-        "/usr/local/sbin/nm-zones (never overwrites a file it did not write)",
+        "/usr/local/sbin/nm-zones, and for `nm-zones serve` its D-Bus policy, polkit actions "
+        "and unit nm-zones-serve.service, not enabled (never overwrites a file it did not "
+        "write)",
         "nm-zones install --root /tmp/image",
     )
     p.add_argument("--root", default="/", help="write everything under DIR (default /)")

@@ -1,5 +1,5 @@
 """`nm-zones install`: the dispatcher hook, root's `nm-zones` command, /etc/nm-zones and the
-boot-time unit.
+boot-time unit; for `nm-zones serve`, its D-Bus policy, polkit actions and (not enabled) unit.
 
 The hook is written for the interpreter nm-zones is installed under, started with `-S` (no
 site-packages scan: no .pth file can slow down or change an event) and the package folders
