@@ -275,6 +275,11 @@ def test_calls_answer_with_firewalld_codes_signals_and_introspection(served):
     monitor.wait_for("org.fedoraproject.FirewallD1.Reloaded ()")
     nm.nm_zones("default-zone", "work")
     monitor.wait_for("Reloaded ()")
+    assert call(nm, f"{MAIN}.setDefaultZone", "dmz") == "()"
+    monitor.wait_for("DefaultZoneChanged ('dmz',)")
+    assert call(nm, f"{MAIN}.getDefaultZone") == "('dmz',)"
+    assert "default-zone: dmz" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
+    assert nm.zone_of(link.name) == "dmz"  # it got its zone as the default
 
 
 def test_a_second_instance_and_another_owner_are_refused(served):
@@ -410,6 +415,17 @@ def test_users_read_freely_and_change_only_with_polkit(served):
     configure = user_nm_zones(nm, "nmzadmin", "default-zone", "--wired", "trusted")
     assert configure.returncode == 1 and "org.nm-zones.configure" in configure.stderr
     assert "wired-zone: trusted" not in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
+    # granted configuring too (polkitd rereads its rules when a file changes)
+    nm.run(
+        ["sh", "-c", "cat > /etc/polkit-1/rules.d/60-nm-zones-configure.rules"],
+        input_text=NETDEV_RULE.replace("org.nm-zones.assign", "org.nm-zones.configure"),
+    )
+    wait_for(
+        lambda: user_nm_zones(nm, "nmzadmin", "default-zone", "--wired", "trusted").returncode == 0,
+        10,
+        what="polkit to grant org.nm-zones.configure",
+    )
+    assert "wired-zone: trusted" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
     # without the service, a user is told to be root
     nm.run(["kill", str(service_pid(nm))])
     wait_for(lambda: not nm.name_owned(), 10, what="the service to stop")
