@@ -618,3 +618,40 @@ def test_forward_target_is_checked(tmp_path):
     )
     assert result.returncode == 2
     assert "lab.yaml:2: forward-target: unknown target 'maybe'" in result.stderr, result.stderr
+
+
+def test_after_networkmanager_restarts_the_service_asks_it_afresh(served):
+    """The service keeps NetworkManager's device and profile objects between calls; their
+    paths start over when NetworkManager restarts, so it must forget them then."""
+    nm = served
+    nm.add_connection(nm.add_veth("ethz9"), "gone")  # numbered before "first", deleted below
+    first = up(nm, "first", "connection.zone", "home")
+    nm.wait_zone(first.name, "home")
+    nm.nmcli("connection", "delete", "gone")
+    reply = nm.gdbus(
+        "org.freedesktop.DBus.GetConnectionUnixProcessID",
+        "org.freedesktop.NetworkManager",
+        dest="org.freedesktop.DBus",
+        path="/org/freedesktop/DBus",
+    )
+    nm.run(["kill", re.search(r"(\d+),\)", reply.stdout).group(1)])
+    wait_for(lambda: not nm.name_owned("org.freedesktop.NetworkManager"), 20, what="NM to stop")
+    with open(os.path.join(nm.tmp, "NetworkManager.log"), "ab") as log:
+        restarted = subprocess.Popen(
+            [
+                *(*nm.enter(), "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
+                *("LANG=C.UTF-8", "NetworkManager", "--debug"),
+            ],
+            stdout=log,
+            stderr=log,
+        )
+    nm.listeners.append(restarted)
+    nm.run(["nm-online", "-s", "-q", "-t", "30"], check=False)
+    # the new NetworkManager numbers its objects from scratch: "first" now has the number
+    # "gone" had, and "second" the number "first" had
+    second = up(nm, "second", "connection.zone", "work")
+    nm.wait_zone(second.name, "work")
+    assert nm.state()["interfaces"][second.name]["connection_id"] == "second"
+    nm.nmcli("connection", "modify", "first", "connection.zone", "block")
+    nm.wait_zone(first.name, "block", timeout=5)
+    assert nm.state()["interfaces"][first.name]["connection_id"] == "first"
