@@ -278,7 +278,28 @@ def cmd_reload(args) -> int:
         for problem in engine.compiled.problems:
             print(problem, file=sys.stderr)
         engine.degraded = True
-    return _run_changes(engine, engine.reload, DISABLED)
+    status = _run_changes(engine, engine.reload, DISABLED)
+    _tell_service_reloaded()
+    return status
+
+
+def _tell_service_reloaded() -> None:
+    """When `nm-zones serve` runs, ask it to reload too: it then emits `Reloaded`, and
+    NetworkManager pushes every active device's zone again."""
+    from .busapi import MAIN_INTERFACE, ServiceError, call_service
+
+    try:
+        call_service(MAIN_INTERFACE, "reload", timeout=10)
+    except ServiceError as error:
+        print(f"nm-zones: the D-Bus service: {error}", file=sys.stderr)
+    except (OSError, TimeoutError):
+        pass  # no bus, or no answer: the kernel is reloaded all the same
+
+
+def cmd_serve(args) -> int:
+    from .service import main as serve
+
+    return serve(_paths())
 
 
 def cmd_gc(args) -> int:
@@ -424,9 +445,30 @@ def _tables_changed(state) -> list[str]:
         return []
 
 
+def _through_service(command: str, method: str, args: tuple) -> int | None:
+    """For a user who is not root: the same change through `nm-zones serve`, which asks
+    polkit; None when no service runs (the caller then needs root)."""
+    if os.geteuid() == 0:
+        return None
+    from .busapi import NMZ_INTERFACE, ServiceError, call_service
+
+    try:
+        reply = call_service(NMZ_INTERFACE, method, "ss", args)
+    except ServiceError as error:
+        raise PermissionError(f"{command}: {error}") from None
+    if reply is None:
+        return None
+    for line in reply[0]:
+        print(line)
+    return EXIT_OK
+
+
 def cmd_assign(args) -> int:
     from .nm import assign
 
+    through = _through_service("assign", "AssignConnection", (args.connection, args.zone))
+    if through is not None:
+        return through
     _need_root("assign")
     engine = _engine()
     if args.zone not in engine.known_zones():
@@ -450,6 +492,9 @@ def cmd_default_zone(args) -> int:
     if args.zone is None:
         print(current or f"{cmap.default_zone} (default-zone)")
         return EXIT_OK
+    through = _through_service("default-zone", "SetMapZone", (key, args.zone))
+    if through is not None:
+        return through
     _need_root("default-zone")
     known = set(loaded.config.zones) | set(loaded.broken_zones)
     if args.zone not in known and not (args.zone == "" and key != "default-zone"):
@@ -461,7 +506,9 @@ def cmd_default_zone(args) -> int:
     from .engine import Engine
 
     engine = Engine(paths, use_cache=False)
-    return _run_changes(engine, engine.reload)
+    status = _run_changes(engine, engine.reload)
+    _tell_service_reloaded()
+    return status
 
 
 def cmd_enable(args) -> int:
@@ -644,6 +691,16 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_disable,
         "remove every nm-zones rule and make the hook a no-op, across reboots (root)",
         "nm-zones disable",
+    )
+    command(
+        "serve",
+        cmd_serve,
+        "run the D-Bus service in the foreground (root): own org.fedoraproject.FirewallD1 on "
+        "the system bus and answer NetworkManager and the connection editors as firewalld "
+        "would, so a connection's zone applies before its addresses, `nmcli connection "
+        "modify X connection.zone Z` takes effect at once, and users polkit allows can "
+        "assign zones; refuses to start beside firewalld. Logs to stderr and syslog",
+        "nm-zones serve",
     )
     p = command(
         "install",

@@ -74,9 +74,11 @@ def _service_rules(service: Service, family: str) -> list[Rule]:
     return rules
 
 
-def _tail(zone: Zone, family: str, label: str) -> list[Rule]:
+def _tail(zone: Zone, family: str, label: str, target: str = "") -> list[Rule]:
+    """The end of a chain: what `target` (default: the zone's) does with the rest."""
+    target = target or zone.target
     rules = []
-    if zone.log_denied and zone.target != "accept":
+    if zone.log_denied and target != "accept":
         rules.append(
             Rule(
                 "LOG",
@@ -84,9 +86,9 @@ def _tail(zone: Zone, family: str, label: str) -> list[Rule]:
                 matches=(Match("limit", (("limit", "5/min"),)),),
             )
         )
-    if zone.target == "accept":
+    if target == "accept":
         rules.append(Rule("ACCEPT"))
-    elif zone.target == "drop":
+    elif target == "drop":
         rules.append(Rule("DROP"))
     else:
         rules.append(Rule("REJECT", (("reject-with", REJECT_WITH[family]),)))
@@ -136,8 +138,9 @@ def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
     Flows already admitted pass, and so do new ones to this zone's own forward-ports.
     Whatever else someone DNAT'ed (ports docker or podman publish) goes back to the built-in
     chain, whose later rules (DOCKER-USER, ...) decide as they would without nm-zones. A zone
-    that accepts or refuses everything says so; target default lets the egress zones accept
-    (masquerade), then refuses the rest.
+    that accepts or refuses everything says so (its `forward-target`, when it has one, else
+    its target); target default lets the egress zones accept (masquerade), then refuses the
+    rest.
     """
     rules = [Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),))]
     remote = _forward_ports(zone, family, remote_only=True)
@@ -146,9 +149,10 @@ def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
         Rule("RETURN", matches=(_state("DNAT"),)),
         Rule("DROP", matches=(_state("INVALID"),)),
     ]
-    if zone.target == "default":
+    target = zone.forward_target or zone.target
+    if target == "default":
         rules.append(Rule(FORWARD_OUT))
-    return tuple(rules + _tail(zone, family, label))
+    return tuple(rules + _tail(zone, family, label, target))
 
 
 def _forwarded_port_rule(forward, family: str) -> Rule:

@@ -37,6 +37,7 @@ PORT = re.compile(r"^(\d+)(?:-(\d+))?/([A-Za-z]+)$")
 ZONE_KEYS = (
     "description",
     "target",
+    "forward-target",
     "services",
     "ports",
     "protocols",
@@ -50,6 +51,7 @@ MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exemp
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
 SETTINGS_FILE = "nm-zones.yaml"
 SETTINGS_KEYS = ("end-forbidden-flows",)
+FORWARD_TARGETS = ("accept", "reject", "drop")
 
 
 def port_order(port: PortRange) -> tuple:
@@ -239,6 +241,13 @@ def load_zone(
             "target",
             f"unknown target {target!r} ({_hint(target, TARGETS)})",
         )
+    forward_target = check.text(doc, "forward-target").lower()
+    if forward_target and forward_target not in FORWARD_TARGETS:
+        check.add(
+            doc.key_lines.get("forward-target", 1),
+            "forward-target",
+            f"unknown target {forward_target!r} ({_hint(forward_target, FORWARD_TARGETS)})",
+        )
     zone_services = []
     for line, key, item in check.items(doc, "services"):
         if not isinstance(item, str) or not SERVICE_NAME.match(item):
@@ -258,6 +267,7 @@ def load_zone(
         name=name,
         description=check.text(doc, "description"),
         target=target,
+        forward_target=forward_target,
         services=tuple(zone_services),
         ports=check.ports(doc, "ports"),
         protocols=check.names(doc, "protocols", IP_PROTOCOLS, "protocol"),

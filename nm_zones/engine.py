@@ -26,7 +26,7 @@ from .ifname import chain_token, check_interface, interface_index, matches_exemp
 from .layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .log import Change, record, to_syslog
 from .paths import Paths
-from .resolve import Connection, decide_zone
+from .resolve import REASON_SHARED, Connection, decide_zone
 from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
@@ -42,12 +42,20 @@ def recorded_connection(binding: Binding) -> Connection:
 
 
 class Engine:
-    def __init__(self, paths: Paths | None = None, use_cache: bool = True):
+    def __init__(
+        self,
+        paths: Paths | None = None,
+        use_cache: bool = True,
+        compiled: CompiledConfig | None = None,
+        netfilter=None,
+    ):
+        """`compiled` and `netfilter` let a resident process (the D-Bus service) share one
+        compiled config and one python-iptables between the engines it makes."""
         self.paths = paths or Paths.from_environment()
         self.state_dir = StateDir(self.paths.state)
         self.use_cache = use_cache
-        self._compiled: CompiledConfig | None = None
-        self._netfilter = None
+        self._compiled: CompiledConfig | None = compiled
+        self._netfilter = netfilter
         self._catchall_checked = False
         self.changes: list[Change] = []
         self.warnings: list[str] = []
@@ -441,7 +449,7 @@ class Engine:
                 continue
             connection = recorded_connection(binding)
             zone, reason = binding.zone, binding.reason
-            if reason in (REASON_NM, REASON_COMMAND):
+            if reason in (REASON_NM, REASON_COMMAND, REASON_SHARED):  # NM holds these
                 if zone not in self.known_zones():
                     self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
                     zone, reason = self.compiled.default_zone, "default-zone"

@@ -1,5 +1,6 @@
 """`nm-zones install`: the dispatcher hook, root's `nm-zones` command, /etc/nm-zones and the
-boot-time unit, for a `pip install` (a Debian package ships its own).
+boot-time unit, for a `pip install` (a Debian package ships its own); for `nm-zones serve`,
+its D-Bus policy, polkit actions and (not enabled) unit.
 
 The hook runs as root whatever code its paths point at, so install refuses package folders
 (and an interpreter) that root does not own or that group or others can write. The hook is a
@@ -39,6 +40,12 @@ next steps:
   systemctl daemon-reload
   systemctl enable nm-zones.service   # hooks and the default zone's catch-all at every boot
   nm-zones enable                     # now: hooks, catch-all, zones of connections already up"""
+# `nm-zones serve`: (shipped file, where it goes, mode)
+SERVICE_FILES = (
+    ("nm-zones-dbus.conf", "etc/dbus-1/system.d/nm-zones.conf", 0o644),
+    ("org.nm-zones.policy", "usr/share/polkit-1/actions/org.nm-zones.policy", 0o644),
+    ("nm-zones-serve.service", "etc/systemd/system/nm-zones-serve.service", 0o644),
+)
 
 
 def _under(root: str, path: str) -> str:
@@ -79,7 +86,7 @@ def package_paths() -> list[str]:
     import importlib.util
 
     found: list[str] = []
-    for module in ("nm_zones", "iptc", "yaml", "pyroute2"):
+    for module in ("nm_zones", "iptc", "yaml", "pyroute2", "jeepney"):
         spec = importlib.util.find_spec(module)
         if spec and spec.origin:
             folder = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
@@ -132,9 +139,12 @@ def untrusted_paths(folders: list[str], interpreter: str) -> list[str]:
 
 
 def _stamped(text: str) -> str:
-    """The text with the stamp line after its first line (#! or a comment)."""
+    """The text with the stamp line after its first line (#!, a comment, or an XML
+    declaration: then the stamp is an XML comment)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     first, _, rest = text.partition("\n")
+    if first.startswith("<"):
+        return f"{first}\n<!-- {STAMP}{digest} -->\n{rest}"
     return f"{first}\n{STAMP}{digest}\n{rest}"
 
 
@@ -147,6 +157,8 @@ def written_by_install(path: str) -> bool:
         return False
     first, _, rest = text.partition("\n")
     stamp, _, body = rest.partition("\n")
+    if stamp.startswith("<!-- ") and stamp.endswith(" -->"):
+        stamp = stamp[len("<!-- ") : -len(" -->")]
     if not stamp.startswith(STAMP):
         return False
     original = f"{first}\n{body}"
@@ -327,6 +339,10 @@ def install(root: str = "/") -> Outcome:
     else:
         _put(outcome, cmap, commented_map(), 0o644)
     _put(outcome, _under(root, f"{UNITS_DIR}/{UNIT_NAME}"), unit_text(python), 0o644)
+    for shipped, target, mode in SERVICE_FILES:  # `nm-zones serve`: not enabled
+        with open(os.path.join(SHIPPED_DIR, shipped), encoding="utf-8") as stream:
+            text = stream.read().replace("@PYTHON@", python)
+        _put(outcome, _under(root, target), text, mode)
     outcome.lines.append(NEXT_STEPS)
     return outcome
 
@@ -401,6 +417,8 @@ def uninstall(root: str = "/") -> Outcome:
         if hook_gone and os.path.islink(link) and os.readlink(link) == f"../{HOOK_NAME}":
             _remove(outcome, link)
     _remove_if_ours(outcome, _under(root, COMMAND_PATH))
+    for _, target, _ in SERVICE_FILES:
+        _remove_if_ours(outcome, _under(root, target))
     units = _under(root, UNITS_DIR)
     wants = os.path.join(units, "NetworkManager.service.wants", UNIT_NAME)
     if os.path.islink(wants) and os.readlink(wants).endswith(f"/{UNIT_NAME}"):

@@ -128,6 +128,9 @@ class Zone:
     name: str
     description: str = ""
     target: str = "default"
+    # forwarded traffic that entered through the interface and nothing accepted: accept,
+    # reject or drop; empty: as `target` says
+    forward_target: str = ""
     services: tuple[str, ...] = ()
     ports: tuple[PortRange, ...] = ()
     protocols: tuple[str, ...] = ()

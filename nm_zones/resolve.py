@@ -3,6 +3,8 @@
 1. the zone NetworkManager holds for it (connection.zone: keyfile, else nmcli),
 2. its UUID in the connections map, 3. its name (connection.id) in the map,
 4. wired-zone / wireless-zone by its type, 5. default-zone.
+A shared connection (ipv4.method or ipv6.method `shared`) without a zone of its own gets
+`nm-shared`, as NetworkManager itself does when it tells firewalld the zone.
 A zone that does not exist falls back to default-zone, and the reason says so.
 """
 
@@ -15,6 +17,8 @@ from .files import open_regular, read_all
 WIRED_TYPES = ("802-3-ethernet", "ethernet", "veth")
 WIRELESS_TYPES = ("802-11-wireless", "wifi")
 KEYFILE_MAX_BYTES = 1024 * 1024
+SHARED_ZONE = "nm-shared"
+REASON_SHARED = "shared connection"
 NMCLI_TIMEOUT = 10
 
 
@@ -22,14 +26,21 @@ class Connection:
     """What nm-zones knows of a NetworkManager connection profile (a plain class: events
     import this module, and dataclasses cost more than an event's own work)."""
 
-    __slots__ = ("found", "id", "type", "uuid", "zone")
+    __slots__ = ("found", "id", "shared", "type", "uuid", "zone")
 
     def __init__(
-        self, uuid: str = "", id: str = "", type: str = "", zone: str = "", found: bool = True
+        self,
+        uuid: str = "",
+        id: str = "",
+        type: str = "",
+        zone: str = "",
+        found: bool = True,
+        shared: bool = False,
     ):
         self.uuid, self.id, self.type = uuid, id, type
         self.zone = zone  # connection.zone as NetworkManager holds it; empty when unset
         self.found = found  # False when neither its keyfile nor nmcli knows the profile
+        self.shared = shared  # ipv4.method or ipv6.method is `shared`
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Connection) and all(
@@ -52,7 +63,8 @@ class Decision:
 
 
 def read_keyfile(path: str) -> dict[str, str] | None:
-    """The [connection] section of a NetworkManager keyfile, or None if it cannot be read."""
+    """The [connection] section of a NetworkManager keyfile, plus `ipv4.method` and
+    `ipv6.method`; None if it cannot be read."""
     try:  # never blocks on a FIFO
         data = read_all(open_regular(path), KEYFILE_MAX_BYTES)
     except OSError:
@@ -60,24 +72,38 @@ def read_keyfile(path: str) -> dict[str, str] | None:
     if len(data) > KEYFILE_MAX_BYTES:
         return None
     values: dict[str, str] = {}
-    in_section = False
+    section = ""
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.strip()
         if line.startswith("["):
-            in_section = line == "[connection]"
-        elif in_section and "=" in line and not line.startswith("#"):
-            key, value = line.split("=", 1)
-            values[key.strip()] = value.strip()
+            section = line
+        elif "=" in line and not line.startswith("#"):
+            key, value = (part.strip() for part in line.split("=", 1))
+            if section == "[connection]":
+                values[key] = value
+            elif section in ("[ipv4]", "[ipv6]") and key == "method":
+                values[f"{section[1:-1]}.method"] = value
     return values
 
 
-def nmcli_connection(uuid: str) -> tuple[str, str] | None:
-    """(zone, type) of a profile from nmcli; None when nmcli does not know it."""
+def _shared(*methods: str) -> bool:
+    return "shared" in methods
+
+
+def nmcli_connection(uuid: str) -> tuple[str, str, bool] | None:
+    """(zone, type, shared) of a profile from nmcli; None when nmcli does not know it."""
     import subprocess
 
     try:
         result = subprocess.run(
-            ["nmcli", "-g", "connection.zone,connection.type", "connection", "show", uuid],
+            [
+                "nmcli",
+                "-g",
+                "connection.zone,connection.type,ipv4.method,ipv6.method",
+                "connection",
+                "show",
+                uuid,
+            ],
             capture_output=True,
             text=True,
             timeout=NMCLI_TIMEOUT,
@@ -87,10 +113,10 @@ def nmcli_connection(uuid: str) -> tuple[str, str] | None:
         return None
     if result.returncode != 0:
         return None
-    lines = result.stdout.split("\n")
-    if len(lines) < 2:
+    lines = [line.strip() for line in result.stdout.split("\n")] + ["", ""]
+    if len(lines) < 4:
         return None
-    return lines[0].strip(), lines[1].strip()
+    return lines[0], lines[1], _shared(lines[2], lines[3])
 
 
 def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
@@ -98,11 +124,13 @@ def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
     if filename and filename.endswith(".nmconnection"):
         values = read_keyfile(filename)
         if values is not None and (not uuid or values.get("uuid", uuid) == uuid):
-            return Connection(uuid, name, values.get("type", ""), values.get("zone", ""))
+            shared = _shared(values.get("ipv4.method", ""), values.get("ipv6.method", ""))
+            zone, kind = values.get("zone", ""), values.get("type", "")
+            return Connection(uuid, name, kind, zone, shared=shared)
     if uuid:
         found = nmcli_connection(uuid)
         if found is not None:
-            return Connection(uuid, name, found[1], found[0])
+            return Connection(uuid, name, found[1], found[0], shared=found[2])
     return Connection(uuid, name, found=False)
 
 
@@ -112,6 +140,8 @@ def decide_zone(connection: Connection, cmap, zones) -> Decision:
     candidates = []
     if connection.zone:
         candidates.append((connection.zone, "nmcli connection.zone"))
+    elif connection.shared:
+        candidates.append((SHARED_ZONE, REASON_SHARED))
     if connection.uuid and cmap.zone_for(connection.uuid):
         candidates.append((cmap.zone_for(connection.uuid), "map: uuid"))
     if connection.id and cmap.zone_for(connection.id):

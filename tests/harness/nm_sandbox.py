@@ -34,13 +34,17 @@ from .lab import (
 
 
 class NMSandbox:
-    def __init__(self, tmp: str):
+    def __init__(self, tmp: str, firewall_backend: str = "none"):
+        """`firewall_backend`: NetworkManager's own rules for shared connections (its
+        masquerade), `none` or `nftables`."""
         self.tmp = tmp
+        self.firewall_backend = firewall_backend
         self.peer = f"nmz-nmpeer-{secrets.token_hex(3)}"
         self.process: subprocess.Popen | None = None
         self.pid = 0
         self.links: list[Link] = []
         self.listeners: list[subprocess.Popen] = []
+        self.services: list[subprocess.Popen] = []
 
     def __enter__(self) -> NMSandbox:
         self.start()
@@ -66,6 +70,7 @@ class NMSandbox:
                 PYTHON,
                 os.path.join(HARNESS, "nm_sandbox_init.py"),
                 self.tmp,
+                self.firewall_backend,
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -89,7 +94,7 @@ class NMSandbox:
         return int(children[0]) if children else 0
 
     def stop(self) -> None:
-        for listener in self.listeners:
+        for listener in self.listeners + self.services:
             listener.kill()
             listener.wait()
         if self.process:
@@ -101,7 +106,7 @@ class NMSandbox:
 
     def logs(self) -> str:
         text = ""
-        for name in ("NetworkManager.log", "dbus.log"):
+        for name in ("NetworkManager.log", "dbus.log", "serve.log"):
             path = os.path.join(self.tmp, name)
             if os.path.exists(path):
                 with open(path, errors="replace") as stream:
@@ -184,6 +189,61 @@ class NMSandbox:
     def save(self, family: str = "ipv4") -> str:
         tool = "iptables-legacy-save" if family == "ipv4" else "ip6tables-legacy-save"
         return self.run([tool]).stdout
+
+    # -- the D-Bus service and its callers ------------------------------------------------
+
+    def serve(self, wait: bool = True) -> subprocess.Popen:
+        """`nm-zones serve` inside the sandbox, its stderr in serve.log; with `wait`, once it
+        owns its name."""
+        log = open(os.path.join(self.tmp, "serve.log"), "ab")  # noqa: SIM115 - the child's
+        process = subprocess.Popen(
+            [*self.enter(), PYTHON, "-m", "nm_zones", "serve"],
+            stdout=log,
+            stderr=log,
+            env=base_env(),
+        )
+        log.close()
+        self.services.append(process)
+        if wait:
+            wait_for(
+                lambda: process.poll() is not None or self.name_owned(),
+                20,
+                what=f"nm-zones serve to own its name\n{self.logs()}",
+            )
+            if process.poll() is not None:
+                raise AssertionError(f"nm-zones serve exited {process.returncode}\n{self.logs()}")
+        return process
+
+    def name_owned(self, name: str = "org.fedoraproject.FirewallD1") -> bool:
+        result = self.gdbus(
+            "org.freedesktop.DBus.NameHasOwner",
+            name,
+            dest="org.freedesktop.DBus",
+            path="/org/freedesktop/DBus",
+        )
+        return result.returncode == 0 and "true" in result.stdout
+
+    def gdbus(
+        self,
+        method: str,
+        *args: str,
+        user: str | None = None,
+        dest: str = "org.fedoraproject.FirewallD1",
+        path: str = "/org/fedoraproject/FirewallD1",
+    ):
+        """`gdbus call` on the sandbox's system bus, as root or as `user`."""
+        argv = ["gdbus", "call", "--system", "--dest", dest, "--object-path", path]
+        argv += ["--method", method, *args]
+        if user:
+            argv = ["runuser", "-u", user, "--", *argv]
+        return self.run(argv, check=False)
+
+    def add_user(self, name: str, *groups: str) -> None:
+        """A user in the sandbox's own /etc (an overlay: this machine's /etc is untouched)."""
+        if "overlay" not in self.sh("findmnt -n -o FSTYPE /etc").stdout:
+            raise AssertionError("refusing to add a user: /etc is not the sandbox's overlay")
+        extra = ["-G", ",".join(groups)] if groups else []
+        self.run(["useradd", "-M", "-N", "-s", "/bin/sh", *extra, name])
 
     # -- links and the peer host ----------------------------------------------------------
 

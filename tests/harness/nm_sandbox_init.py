@@ -2,10 +2,12 @@
 
 Started by NMSandbox through `unshare --pid --fork --kill-child --mount-proc --net --mount
 --uts --propagation private`. It hides the machine's NetworkManager state behind tmpfs mounts,
-puts overlays over /etc and /usr (upper layers on its own tmpfs /run: what is installed inside,
-/etc/nm-zones or /usr/local/sbin/nm-zones, never reaches this machine), starts a private
-system bus and NetworkManager, prints `ready`, and then reaps children until it is killed; the
-kernel then kills everything in the sandbox.
+puts overlays over /etc, /usr and /root (upper layers on its own tmpfs /run: what is installed
+inside, /etc/nm-zones or /usr/local/sbin/nm-zones, never reaches this machine; /root is opened
+to other users in the overlay only, so that a test user can run this Python and the worktree's
+package), starts a private system bus and NetworkManager, prints `ready`, and then reaps
+children until it is killed; the kernel then kills everything in the sandbox. polkitd is
+started by the bus when first asked.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ DAEMON_ENV = {
 }
 # Everything `nm-zones install --root /` writes (/etc/NetworkManager, /etc/nm-zones,
 # /etc/systemd/system, /usr/local/sbin, /usr/lib/...) is under these: overlays keep it private.
-OVERLAID = ["/etc", "/usr"]
+OVERLAID = ["/etc", "/usr", "/root"]
 # What an earlier `nm-zones install` on this machine may have left: the sandbox starts as a
 # machine without nm-zones (removed in the overlays only).
 NOT_INSTALLED = [
@@ -65,12 +67,19 @@ DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Confi
            send_interface="org.freedesktop.DBus.Properties"/>
   </policy>
   <includedir>/usr/share/dbus-1/system.d</includedir>
+  <includedir>/etc/dbus-1/system.d</includedir>
 </busconfig>
 """
 
 DISPATCHER_SERVICE = """[D-BUS Service]
 Name=org.freedesktop.nm_dispatcher
 Exec=/usr/lib/NetworkManager/nm-dispatcher
+User=root
+"""
+
+POLKIT_SERVICE = """[D-BUS Service]
+Name=org.freedesktop.PolicyKit1
+Exec=/usr/lib/polkit-1/polkitd --no-debug
 User=root
 """
 
@@ -137,6 +146,7 @@ def main() -> None:
         overlay(place)
     for path in NOT_INSTALLED:
         forget(path)
+    os.chmod("/root", 0o711)  # in the overlay only: test users reach this Python
     for path in HIDDEN:
         if os.path.isdir(path):
             sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
@@ -144,7 +154,13 @@ def main() -> None:
     sh("ip", "link", "set", "lo", "up")
     write(f"{WORK}/dbus.conf", DBUS_CONFIG.format(work=WORK))
     write(f"{WORK}/services/org.freedesktop.nm_dispatcher.service", DISPATCHER_SERVICE)
-    write("/etc/NetworkManager/NetworkManager.conf", NM_CONFIG)
+    write(f"{WORK}/services/org.freedesktop.PolicyKit1.service", POLKIT_SERVICE)
+    os.makedirs("/etc/dbus-1/system.d", exist_ok=True)
+    backend = sys.argv[2] if len(sys.argv) > 2 else "none"
+    write(
+        "/etc/NetworkManager/NetworkManager.conf",
+        NM_CONFIG.replace("firewall-backend=none", f"firewall-backend={backend}"),
+    )
     os.makedirs("/etc/NetworkManager/system-connections", mode=0o700, exist_ok=True)
     os.makedirs("/run/dbus", exist_ok=True)
     with open(os.path.join(log_dir, "dbus.log"), "ab") as dbus_log:
@@ -161,7 +177,7 @@ def main() -> None:
         time.sleep(0.01)
     with open(os.path.join(log_dir, "NetworkManager.log"), "ab") as nm_log:
         subprocess.Popen(
-            ["NetworkManager", "--no-daemon"], env=DAEMON_ENV, stdout=nm_log, stderr=nm_log
+            ["NetworkManager", "--debug"], env=DAEMON_ENV, stdout=nm_log, stderr=nm_log
         )
     subprocess.run(["nm-online", "-s", "-q", "-t", "20"], env=DAEMON_ENV)
     print("ready", flush=True)

@@ -1,0 +1,742 @@
+"""`nm-zones serve`: NetworkManager's front door. A resident process on the system bus that
+owns firewalld's name, `org.fedoraproject.FirewallD1`, and answers the calls NetworkManager
+and the connection editors make (busapi.py has the names and signatures).
+
+NetworkManager calls `changeZoneOfInterface(zone, interface)` in activation stage 3, before
+any address is configured, and waits for the reply; it calls it again when `connection.zone`
+of an active connection changes (no dispatcher event comes then), and `removeInterface` on
+deactivation. Each call runs the same engine as the dispatcher hook, in this process (one
+python-iptables, one compiled config refreshed when a config file changes), under the same
+state lock. An empty zone means "nm-zones decides": the service asks NetworkManager which
+profile is active on the interface and applies resolve.decide_zone, as the hook does, and it
+records the inputs the hook will compute for the same profile (quick.inputs_key), so the
+hook's `pre-up`/`up` that follow are no-ops.
+
+Changes need root or polkit (org.nm-zones.assign, org.nm-zones.configure); reads are open.
+The D-Bus plumbing is jeepney's (messages, authentication, asyncio transport); this module
+only routes method calls and matches replies to its own outgoing calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from .busapi import (
+    ACTION_ASSIGN,
+    ACTION_CONFIGURE,
+    BUS_NAME,
+    ERROR_NAME,
+    INTROSPECTION,
+    MAIN_INTERFACE,
+    NMZ_INTERFACE,
+    NOT_AUTHORIZED,
+    OBJECT_PATH,
+    ZONE_INTERFACE,
+    FirewallError,
+    child_introspection,
+)
+from .engine import Engine
+from .errors import ConfigError, KernelError, UsageError
+from .log import to_syslog
+from .paths import Paths, config_fingerprint
+
+NM_BUS = "org.freedesktop.NetworkManager"
+NM_PATH = "/org/freedesktop/NetworkManager"
+NM_DEVICE = "org.freedesktop.NetworkManager.Device"
+NM_ACTIVE = "org.freedesktop.NetworkManager.Connection.Active"
+NM_SETTINGS = "org.freedesktop.NetworkManager.Settings"
+NM_PROFILE = "org.freedesktop.NetworkManager.Settings.Connection"
+POLKIT_BUS = "org.freedesktop.PolicyKit1"
+POLKIT_PATH = "/org/freedesktop/PolicyKit1/Authority"
+POLKIT_INTERFACE = "org.freedesktop.PolicyKit1.Authority"
+PROPERTIES = "org.freedesktop.DBus.Properties"
+
+REASON_DBUS = "D-Bus call"
+# firewalld's unit, once enabled, has this alias: its presence means firewalld starts at boot
+FIREWALLD_ENABLED = "/etc/systemd/system/dbus-org.fedoraproject.FirewallD1.service"
+NAME_FLAG_DO_NOT_QUEUE = 4
+NAME_PRIMARY_OWNER = 1
+CALL_TIMEOUT = 25.0
+POLKIT_TIMEOUT = 120.0  # an authentication dialog may be answered by a human
+ALLOW_USER_INTERACTION = 1
+MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
+CACHE_LIMIT = 4096
+NM_RESTARTS = (
+    "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+    f"member='NameOwnerChanged',arg0='{NM_BUS}'"
+)
+
+
+class Refused(Exception):
+    """The service cannot start; the message says why, on one line."""
+
+
+class BusCallFailed(Exception):
+    def __init__(self, name: str, text: str):
+        self.name = name
+        super().__init__(f"{name}: {text}")
+
+
+def log(message: str, warning: bool = False) -> None:
+    """Every line the service logs goes to stderr (the journal, under systemd) and syslog."""
+    print(f"nm-zones serve: {message}", file=sys.stderr, flush=True)
+    to_syslog(f"serve: {message}", warning=warning)
+
+
+class Bus:
+    """One connection to the system bus: sends, matches replies to our calls, and hands
+    every incoming method call to `on_call`."""
+
+    def __init__(self, connection):
+        from jeepney import HeaderFields, MessageType
+
+        self.connection = connection
+        self.unique_name = connection.unique_name
+        self._fields, self._types = HeaderFields, MessageType
+        self._pending: dict[int, asyncio.Future] = {}
+        self._serials = connection.outgoing_serial
+
+    async def send(self, message) -> None:
+        await self.connection.send(message)
+
+    async def call(
+        self,
+        destination: str,
+        path: str,
+        interface: str,
+        method: str,
+        signature: str | None = None,
+        body: tuple = (),
+        timeout: float = CALL_TIMEOUT,
+    ) -> tuple:
+        """The body of the reply; BusCallFailed on an error reply."""
+        from jeepney import DBusAddress, new_method_call
+
+        message = new_method_call(
+            DBusAddress(path, bus_name=destination, interface=interface), method, signature, body
+        )
+        serial = next(self._serials)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[serial] = future
+        try:
+            await self.connection.send(message, serial=serial)
+            reply = await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(serial, None)
+        if reply.header.message_type == self._types.error:
+            name = reply.header.fields.get(self._fields.error_name, "")
+            text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
+            raise BusCallFailed(name, text)
+        return reply.body
+
+    async def run(self, on_call, on_signal) -> None:
+        """Until the bus goes away (EOFError)."""
+        while True:
+            message = await self.connection.receive()
+            kind = message.header.message_type
+            if kind in (self._types.method_return, self._types.error):
+                serial = message.header.fields.get(self._fields.reply_serial)
+                future = self._pending.get(serial)
+                if future is not None and not future.done():
+                    future.set_result(message)
+            elif kind == self._types.method_call:
+                on_call(message)
+            elif kind == self._types.signal:
+                on_signal(message)
+
+
+class Request:
+    """One incoming method call."""
+
+    def __init__(self, message):
+        from jeepney import HeaderFields, MessageFlag
+
+        fields = message.header.fields
+        self.message = message
+        self.sender: str = fields.get(HeaderFields.sender, "")
+        self.path: str = fields.get(HeaderFields.path, "")
+        self.interface: str = fields.get(HeaderFields.interface, "")
+        self.member: str = fields.get(HeaderFields.member, "")
+        self.signature: str = fields.get(HeaderFields.signature, "")
+        self.body: tuple = tuple(message.body)
+        self.wants_reply = not message.header.flags & MessageFlag.no_reply_expected
+
+
+# (interface, member) -> (input signature, output signature, polkit action or None, handler)
+def _methods(service: ZoneService) -> dict:
+    return {
+        (MAIN_INTERFACE, "getDefaultZone"): ("", "s", None, service.get_default_zone),
+        (MAIN_INTERFACE, "setDefaultZone"): ("s", "", ACTION_CONFIGURE, service.set_default_zone),
+        (MAIN_INTERFACE, "reload"): ("", "", ACTION_CONFIGURE, service.reload),
+        (ZONE_INTERFACE, "getZones"): ("", "as", None, service.get_zones),
+        (ZONE_INTERFACE, "getActiveZones"): ("", "a{sa{sas}}", None, service.get_active_zones),
+        (ZONE_INTERFACE, "getZoneOfInterface"): ("s", "s", None, service.get_zone_of_interface),
+        (ZONE_INTERFACE, "addInterface"): ("ss", "s", ACTION_ASSIGN, service.add_interface),
+        (ZONE_INTERFACE, "changeZoneOfInterface"): ("ss", "s", ACTION_ASSIGN, service.change_zone),
+        (ZONE_INTERFACE, "changeZone"): ("ss", "s", ACTION_ASSIGN, service.change_zone),
+        (ZONE_INTERFACE, "removeInterface"): ("ss", "s", ACTION_ASSIGN, service.remove_interface),
+        (NMZ_INTERFACE, "AssignConnection"): ("ss", "as", ACTION_ASSIGN, service.assign),
+        (NMZ_INTERFACE, "SetMapZone"): ("ss", "as", ACTION_CONFIGURE, service.set_map_zone),
+    }
+
+
+class ZoneService:
+    """The methods; every change runs under `self.mutex` (in arrival order, after its
+    authorization), in a worker thread so that reads and polkit checks go on meanwhile."""
+
+    def __init__(self, paths: Paths, bus: Bus):
+        self.paths, self.bus = paths, bus
+        self.mutex = asyncio.Lock()
+        self.methods = _methods(self)
+        self._compiled = None
+        self._compiled_key: tuple | None = None
+        self._netfilter = None
+        self._tasks: set[asyncio.Task] = set()
+        # bus round trips saved on every call; each is only a shortcut to something stable:
+        self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
+        self._devices: dict[str, tuple[int, str]] = {}  # interface -> (ifindex, NM device)
+        self._profiles: dict[str, str] = {}  # NM active connection -> its profile (settings)
+
+    # -- the engine, shared pieces kept between calls --------------------------------------
+
+    def engine(self, fresh: bool = False) -> Engine:
+        """A new Engine per call, sharing the compiled config (while no config file changed)
+        and python-iptables."""
+        key = config_fingerprint(self.paths)
+        if fresh or key != self._compiled_key:
+            self._compiled, self._compiled_key = None, key
+        engine = Engine(
+            self.paths, use_cache=not fresh, compiled=self._compiled, netfilter=self._netfilter
+        )
+        self._compiled = engine.compiled
+        return engine
+
+    def finish(self, engine: Engine) -> list[str]:
+        """Keep what the engine built for the next call; log its changes and warnings."""
+        if engine._netfilter is not None:
+            self._netfilter = engine._netfilter
+        lines = [str(change) for change in engine.changes]
+        for line in lines:
+            print(f"nm-zones serve: {line}", file=sys.stderr, flush=True)
+        for warning in engine.warnings:
+            print(f"nm-zones serve: {warning}", file=sys.stderr, flush=True)
+        return lines
+
+    def locked(self, engine: Engine, work):
+        """`work(state)` under the state lock, after the repairs every event makes."""
+        with engine.state_dir.locked():
+            state = engine.state_dir.load()
+            engine.repair(state)
+            engine.collect_garbage(state)
+            return work(state)
+
+    def start(self) -> None:
+        """At start: finish what an interrupted run left, drop gone interfaces, and make sure
+        the hooks and the catch-all are in place."""
+        engine = self.engine()
+        if not self.paths.disabled:
+            self.locked(engine, engine.ensure_catchall)
+        self.finish(engine)
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def signalled(self, message) -> None:
+        """NetworkManager restarted (its name changed owner): its object paths start over."""
+        if message.body[:1] == (NM_BUS,):
+            self._devices.clear()
+            self._profiles.clear()
+
+    def received(self, message) -> None:
+        task = asyncio.get_running_loop().create_task(self.dispatch(Request(message)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def dispatch(self, request: Request) -> None:
+        from jeepney import new_error, new_method_return
+
+        try:
+            signature, body = await self.answer(request)
+            reply = new_method_return(request.message, signature or None, body)
+        except FirewallError as error:
+            reply = new_error(request.message, ERROR_NAME, "s", (str(error),))
+        except NotAuthorized as error:
+            reply = new_error(request.message, NOT_AUTHORIZED, "s", (str(error),))
+        except UnknownCall as error:
+            reply = new_error(request.message, error.name, "s", (str(error),))
+        except Exception as error:  # one bad call must not end the service
+            log(f"{request.member}: internal error: {type(error).__name__}: {error}", True)
+            reply = new_error(request.message, ERROR_NAME, "s", (f"COMMAND_FAILED: {error}",))
+        if request.wants_reply:
+            await self.bus.send(reply)
+
+    async def answer(self, request: Request) -> tuple[str, tuple]:
+        if request.interface == "org.freedesktop.DBus.Introspectable":
+            return "s", (self.introspect(request.path),)
+        if request.interface == "org.freedesktop.DBus.Peer":
+            if request.member == "GetMachineId":
+                return "s", (_machine_id(),)
+            return "", ()
+        if request.path != OBJECT_PATH:
+            raise UnknownCall("org.freedesktop.DBus.Error.UnknownObject", request.path)
+        found = self.methods.get((request.interface, request.member))
+        if found is None and not request.interface:  # the interface header is optional
+            found = next(
+                (m for (i, name), m in self.methods.items() if name == request.member), None
+            )
+        if found is None:
+            raise UnknownCall(
+                "org.freedesktop.DBus.Error.UnknownMethod",
+                f"no method {request.member} on {request.interface or 'any interface'}",
+            )
+        in_signature, out_signature, action, handler = found
+        if request.signature != in_signature:
+            raise UnknownCall(
+                "org.freedesktop.DBus.Error.InvalidArgs",
+                f"{request.member} takes ({in_signature}), not ({request.signature})",
+            )
+        if action is None:
+            return out_signature, await handler(*request.body)
+        if not await self.authorized(request.sender, action):
+            log(f"{request.member}{request.body!r} from {request.sender}: refused ({action})")
+            raise NotAuthorized(f"Not Authorized(polkit): {action}")
+        async with self.mutex:
+            return out_signature, await handler(*request.body)
+
+    def introspect(self, path: str) -> str:
+        if path == OBJECT_PATH:
+            return INTROSPECTION
+        parts = [p for p in OBJECT_PATH.split("/") if p]
+        here = [p for p in path.split("/") if p]
+        if here == parts[: len(here)]:
+            return child_introspection([parts[len(here)]])
+        return child_introspection([])
+
+    async def authorized(self, sender: str, action: str) -> bool:
+        """root always; anyone else as polkit decides (no polkit: nobody else)."""
+        uid = self._uids.get(sender)
+        if uid is None:
+            try:
+                (uid,) = await self.bus.call(
+                    "org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus",
+                    "GetConnectionUnixUser",
+                    "s",
+                    (sender,),
+                )
+            except BusCallFailed:
+                return False
+            if len(self._uids) > CACHE_LIMIT:
+                self._uids.clear()
+            self._uids[sender] = uid
+        if uid == 0:
+            return True
+        subject = ("system-bus-name", {"name": ("s", sender)})
+        try:
+            result = await self.bus.call(
+                POLKIT_BUS,
+                POLKIT_PATH,
+                POLKIT_INTERFACE,
+                "CheckAuthorization",
+                "(sa{sv})sa{ss}us",
+                (subject, action, {}, ALLOW_USER_INTERACTION, ""),
+                timeout=POLKIT_TIMEOUT,
+            )
+        except (TimeoutError, BusCallFailed) as error:
+            log(f"polkit could not decide {action} for uid {uid}: {error}", True)
+            return False
+        return bool(result[0][0])
+
+    # -- NetworkManager --------------------------------------------------------------------
+
+    async def nm_property(self, path: str, interface: str, name: str):
+        (value,) = await self.bus.call(NM_BUS, path, PROPERTIES, "Get", "ss", (interface, name))
+        return value[1]
+
+    async def nm_profile(self, interface: str):
+        """(Connection, the dispatcher variables NM would pass for it) of the profile active
+        on `interface`; (Connection(found=False), {}) when NetworkManager knows none."""
+        from .ifname import interface_index
+        from .resolve import Connection
+
+        try:
+            device = await self.nm_device(interface, interface_index(interface))
+            active = await self.nm_property(device, NM_DEVICE, "ActiveConnection")
+            if active == "/":
+                return Connection(found=False), {}
+            profile = self._profiles.get(active)
+            if profile is None:
+                profile = await self.nm_property(active, NM_ACTIVE, "Connection")
+                if len(self._profiles) > CACHE_LIMIT:
+                    self._profiles.clear()
+                self._profiles[active] = profile
+            (settings,), filename = await asyncio.gather(
+                self.bus.call(NM_BUS, profile, NM_PROFILE, "GetSettings"),
+                self.nm_property(profile, NM_PROFILE, "Filename"),
+            )
+        except (TimeoutError, BusCallFailed, ValueError, TypeError):
+            self._devices.pop(interface, None)
+            return Connection(found=False), {}
+        connection = _connection_from_settings(settings)
+        env = {
+            "CONNECTION_UUID": connection.uuid,
+            "CONNECTION_ID": connection.id,
+            "CONNECTION_FILENAME": filename,
+        }
+        return connection, env
+
+    async def nm_device(self, interface: str, ifindex: int) -> str:
+        """NetworkManager's device object for the interface, kept while its index is."""
+        known = self._devices.get(interface)
+        if known and known[0] == ifindex:
+            return known[1]
+        (device,) = await self.bus.call(
+            NM_BUS, NM_PATH, NM_BUS, "GetDeviceByIpIface", "s", (interface,)
+        )
+        if len(self._devices) > CACHE_LIMIT:
+            self._devices.clear()
+        self._devices[interface] = (ifindex, device)
+        return device
+
+    async def profile_zones(self) -> set[str]:
+        """Every zone a NetworkManager profile names (editors drop a zone not listed)."""
+        zones = set()
+        try:
+            (paths,) = await self.bus.call(
+                NM_BUS, f"{NM_PATH}/Settings", NM_SETTINGS, "ListConnections"
+            )
+            for path in paths:
+                (settings,) = await self.bus.call(NM_BUS, path, NM_PROFILE, "GetSettings")
+                zone = settings.get("connection", {}).get("zone", ("s", ""))[1]
+                if zone:
+                    zones.add(zone)
+        except (TimeoutError, BusCallFailed):
+            pass
+        return zones
+
+    # -- signals ---------------------------------------------------------------------------
+
+    async def emit(self, interface: str, name: str, signature: str = "", body: tuple = ()):
+        from jeepney import DBusAddress, new_signal
+
+        emitter = DBusAddress(OBJECT_PATH, interface=interface)
+        await self.bus.send(new_signal(emitter, name, signature or None, body))
+
+    # -- read-only methods -----------------------------------------------------------------
+
+    async def get_default_zone(self) -> tuple:
+        return (self.engine().compiled.default_zone,)
+
+    async def get_zones(self) -> tuple:
+        return (sorted(self.engine().known_zones() | await self.profile_zones()),)
+
+    async def get_active_zones(self) -> tuple:
+        engine = self.engine()
+        active: dict[str, dict[str, list[str]]] = {
+            engine.compiled.default_zone: {"interfaces": [], "sources": []}
+        }
+        for name, binding in sorted(engine.state_dir.load().interfaces.items()):
+            if binding.status in ("applied", "applying"):
+                entry = active.setdefault(binding.zone, {"interfaces": [], "sources": []})
+                entry["interfaces"].append(name)
+        return (active,)
+
+    async def get_zone_of_interface(self, interface: str) -> tuple:
+        binding = self.engine().state_dir.load().interfaces.get(interface)
+        return (binding.zone if binding and binding.status in ("applied", "applying") else "",)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    async def add_interface(self, zone: str, interface: str) -> tuple:
+        return await self.bind(zone, interface, adding=True)
+
+    async def change_zone(self, zone: str, interface: str) -> tuple:
+        return await self.bind(zone, interface, adding=False)
+
+    async def bind(self, zone: str, interface: str, adding: bool) -> tuple:
+        _check_name(interface)
+        if self.paths.disabled:
+            return (zone,)
+        connection, env = await self.nm_profile(interface)
+        engine = self.engine()
+
+        def work(state):
+            from .ifname import interface_index
+            from .quick import inputs_key
+            from .resolve import decide_zone
+
+            known = engine.known_zones()
+            decision = decide_zone(connection, engine.compiled, known)
+            if zone == "":
+                decision = engine.decide(connection)  # logs a profile's missing zone
+                target, reason = decision.zone, decision.reason
+            elif zone not in known:
+                raise FirewallError("INVALID_ZONE", zone)
+            else:
+                target = zone
+                reason = decision.reason if decision.zone == zone else REASON_DBUS
+            old = state.interfaces.get(interface)
+            if adding and old is not None and old.status == "applied":
+                code = "ZONE_ALREADY_SET" if old.zone == target else "ZONE_CONFLICT"
+                raise FirewallError(code, f"'{interface}' already bound to '{old.zone}'")
+            if not interface_index(interface):
+                raise FirewallError("INVALID_INTERFACE", f"'{interface}' does not exist")
+            agrees = connection.found and decision.zone == target
+            inputs = inputs_key(self.paths, env) if agrees else ""
+            change = engine.apply_interface(interface, target, reason, connection, state, inputs)
+            return target, change
+
+        target, change = await self.in_worker(engine, work)
+        if change is not None:
+            signal_name = "InterfaceAdded" if adding else "ZoneOfInterfaceChanged"
+            await self.emit(ZONE_INTERFACE, signal_name, "ss", (target, interface))
+        return (target,)
+
+    async def remove_interface(self, zone: str, interface: str) -> tuple:
+        _check_name(interface)
+        engine = self.engine()
+
+        def work(state):
+            old = state.interfaces.get(interface)
+            if old is None or old.status == "disabled":
+                raise FirewallError("UNKNOWN_INTERFACE", f"'{interface}' is not in any zone")
+            if zone and zone != old.zone:
+                raise FirewallError(
+                    "ZONE_CONFLICT", f"remove_interface({zone}, {interface}): zoi='{old.zone}'"
+                )
+            engine.remove_interface(interface, "removeInterface over D-Bus", state)
+            return old.zone
+
+        removed = await self.in_worker(engine, work)
+        await self.emit(ZONE_INTERFACE, "InterfaceRemoved", "ss", (removed, interface))
+        return (removed,)
+
+    async def in_worker(self, engine: Engine, work):
+        """`work(state)` under the state lock (after the repairs every event makes)."""
+        return await self.run_engine(engine, lambda: self.locked(engine, work))
+
+    async def run_engine(self, engine: Engine, action, usage_code: str = "INVALID_INTERFACE"):
+        """`action()` in a worker thread, then keep and log what the engine did; the
+        engine's errors become firewalld's."""
+
+        def run():
+            try:
+                return action()
+            finally:
+                self.finish(engine)
+
+        try:
+            return await asyncio.to_thread(run)
+        except UsageError as error:
+            raise FirewallError(usage_code, str(error)) from None
+        except ConfigError as error:
+            raise FirewallError("INVALID_ZONE", str(error).replace("\n", "; ")) from None
+        except KernelError as error:
+            raise FirewallError("COMMAND_FAILED", str(error)) from None
+
+    async def reload(self) -> tuple:
+        await self._reload(fresh=False)
+        return ()
+
+    async def _reload(self, fresh: bool) -> list[str]:
+        """Re-apply what the config now says; `Reloaded` makes NetworkManager push the zone
+        of every active device again."""
+        if self.paths.disabled:
+            return []
+        engine = self.engine(fresh=fresh)
+
+        def action():
+            with engine.state_dir.locked():
+                engine.reload()
+
+        await self.run_engine(engine, action, "COMMAND_FAILED")
+        await self.emit(MAIN_INTERFACE, "Reloaded")
+        return [str(change) for change in engine.changes]
+
+    async def set_default_zone(self, zone: str) -> tuple:
+        await self._set_map_zone("default-zone", zone)
+        return ()
+
+    async def set_map_zone(self, key: str, zone: str) -> tuple:
+        return (await self._set_map_zone(key, zone),)
+
+    async def _set_map_zone(self, key: str, zone: str) -> list[str]:
+        from .mapfile import set_map_zone
+
+        if key not in MAP_KEYS:
+            raise FirewallError("INVALID_VALUE", f"{key!r}: one of {', '.join(MAP_KEYS)}")
+        if zone not in self.engine().known_zones() and not (zone == "" and key != MAP_KEYS[0]):
+            raise FirewallError("INVALID_ZONE", zone)
+        await asyncio.to_thread(set_map_zone, self.paths, key, zone)
+        lines = await self._reload(fresh=True)
+        if key == "default-zone":
+            await self.emit(MAIN_INTERFACE, "DefaultZoneChanged", "s", (zone,))
+        return lines
+
+    async def assign(self, connection: str, zone: str) -> tuple:
+        """`nm-zones assign` for a caller polkit allows: the zone goes into the profile, and
+        an active connection's interface switches now."""
+        from .nm import assign
+
+        engine = self.engine()
+        if zone not in engine.known_zones():
+            raise FirewallError("INVALID_ZONE", zone)
+
+        def action():
+            with engine.state_dir.locked():
+                assign(engine, connection, zone)
+
+        await self.run_engine(engine, action, "INVALID_VALUE")
+        return ([str(change) for change in engine.changes],)
+
+
+class NotAuthorized(Exception):
+    pass
+
+
+class UnknownCall(Exception):
+    def __init__(self, name: str, text: str):
+        self.name = name
+        super().__init__(text)
+
+
+def _check_name(interface: str) -> None:
+    from .ifname import check_interface
+
+    try:
+        check_interface(interface)
+    except UsageError as error:
+        raise FirewallError("INVALID_INTERFACE", str(error)) from None
+
+
+def _connection_from_settings(settings: dict):
+    """resolve.Connection from NetworkManager's GetSettings (a{sa{sv}})."""
+    from .resolve import Connection
+
+    def value(group: str, key: str) -> str:
+        found = settings.get(group, {}).get(key)
+        return found[1] if found else ""
+
+    shared = "shared" in (value("ipv4", "method"), value("ipv6", "method"))
+    return Connection(
+        value("connection", "uuid"),
+        value("connection", "id"),
+        value("connection", "type"),
+        value("connection", "zone"),
+        shared=shared,
+    )
+
+
+def _machine_id() -> str:
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path) as stream:
+                return stream.read().strip()
+        except OSError:
+            continue
+    return ""
+
+
+def _process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            words = stream.read().split(b"\0")
+    except OSError:
+        return "?"
+    text = " ".join(w.decode("utf-8", "replace") for w in words if w)
+    if "nm_zones" in text or "nm-zones" in text:
+        return "another nm-zones serve"
+    return os.path.basename(words[0].decode("utf-8", "replace")) if words else "?"
+
+
+async def claim_name(bus: Bus) -> None:
+    """Own the name, or say who does."""
+    dbus = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
+    try:
+        (result,) = await bus.call(*dbus, "RequestName", "su", (BUS_NAME, NAME_FLAG_DO_NOT_QUEUE))
+    except BusCallFailed as error:
+        if error.name == "org.freedesktop.DBus.Error.AccessDenied":
+            raise Refused(
+                f"the system bus does not let this process own {BUS_NAME}: install the "
+                "D-Bus policy (nm-zones install) and run as root"
+            ) from None
+        raise Refused(f"cannot own {BUS_NAME}: {error}") from None
+    if result == NAME_PRIMARY_OWNER:
+        return
+    who = "an unknown process"
+    try:
+        (owner,) = await bus.call(*dbus, "GetNameOwner", "s", (BUS_NAME,))
+        (pid,) = await bus.call(*dbus, "GetConnectionUnixProcessID", "s", (owner,))
+        who = f"{_process_name(pid)} (PID {pid})"
+    except BusCallFailed:
+        pass
+    raise Refused(
+        f"{BUS_NAME} is already owned by {who}: only one firewall service can answer "
+        "NetworkManager (stop it first)"
+    )
+
+
+def check_firewalld(enabled_marker: str = FIREWALLD_ENABLED) -> None:
+    if os.path.lexists(enabled_marker):
+        raise Refused(
+            f"firewalld is installed and enabled ({enabled_marker}): nm-zones serve and "
+            "firewalld cannot both own its D-Bus name (systemctl disable --now firewalld)"
+        )
+
+
+async def serve(paths: Paths) -> int:
+    from jeepney.io.asyncio import open_dbus_connection
+
+    check_firewalld()
+    try:
+        connection = await open_dbus_connection("SYSTEM")
+    except (OSError, ValueError) as error:
+        raise Refused(f"cannot reach the system bus: {error}") from None
+    bus = Bus(connection)
+    service = ZoneService(paths, bus)
+    stopping = asyncio.get_running_loop().create_future()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(
+            number, lambda n=number: stopping.done() or stopping.set_result(n)
+        )
+    receiving = asyncio.create_task(bus.run(service.received, service.signalled))
+    try:
+        await claim_name(bus)
+        await bus.call(
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "AddMatch",
+            "s",
+            (NM_RESTARTS,),
+        )
+        await asyncio.to_thread(service.start)
+        log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
+        await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
+        done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if stopping in done:
+            log(f"stopping on signal {signal.Signals(stopping.result()).name}")
+            return 0
+        error = receiving.exception()
+        raise Refused(f"lost the system bus ({type(error).__name__}: {error})")
+    finally:
+        receiving.cancel()
+        await connection.close()
+
+
+def main(paths: Paths) -> int:
+    """`nm-zones serve`: exit 1 with one line when it cannot start or loses the bus."""
+    if os.geteuid() != 0:
+        print("nm-zones: serve changes the firewall: run it as root", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(serve(paths))
+    except Refused as error:
+        log(str(error), warning=True)
+        return 1
+    except (UsageError, ConfigError, KernelError) as error:
+        log(str(error).replace("\n", "; "), warning=True)
+        return 1
