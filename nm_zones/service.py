@@ -226,19 +226,22 @@ class ZoneService:
         return lines
 
     def locked(self, engine: Engine, work):
-        """`work(state)` under the state lock, after the repairs every event makes."""
+        """`work(state)` under the state lock, after what every run does first
+        (engine.prepare: the kernel made to hold what the state says); while nm-zones is
+        disabled, an interrupted disable is finished instead of prepare."""
         with engine.state_dir.locked():
             state = engine.state_dir.load()
-            engine.repair(state)
-            engine.collect_garbage(state)
+            if engine.paths.disabled:
+                engine.finish_disable(state)
+            else:
+                engine.prepare(state)
             return work(state)
 
     def start(self) -> None:
         """At start: finish what an interrupted run left, drop gone interfaces, and make sure
         the hooks and the catch-all are in place."""
         engine = self.engine()
-        if not self.paths.disabled:
-            self.locked(engine, engine.ensure_catchall)
+        self.locked(engine, lambda state: None)  # prepare() installs hooks and catch-all
         self.finish(engine)
 
     # -- calls -----------------------------------------------------------------------------
@@ -536,6 +539,10 @@ class ZoneService:
             raise FirewallError("INVALID_ZONE", str(error).replace("\n", "; ")) from None
         except KernelError as error:
             raise FirewallError("COMMAND_FAILED", str(error)) from None
+        except OSError as error:  # a full disk, a file that cannot be believed
+            from .engine import describe
+
+            raise FirewallError("COMMAND_FAILED", describe(error)) from None
 
     async def reload(self) -> tuple:
         await self._reload(fresh=False)
@@ -549,8 +556,7 @@ class ZoneService:
         engine = self.engine(fresh=fresh)
 
         def action():
-            with engine.state_dir.locked():
-                engine.reload()
+            self.locked(engine, engine.reload)
 
         await self.run_engine(engine, action, "COMMAND_FAILED")
         await self.emit(MAIN_INTERFACE, "Reloaded")
@@ -586,8 +592,7 @@ class ZoneService:
             raise FirewallError("INVALID_ZONE", zone)
 
         def action():
-            with engine.state_dir.locked():
-                assign(engine, connection, zone)
+            self.locked(engine, lambda state: assign(engine, connection, zone, state))
 
         await self.run_engine(engine, action, "INVALID_VALUE")
         return ([str(change) for change in engine.changes],)

@@ -25,6 +25,7 @@ SHIPPED_ZONES = [
     "external",
     "home",
     "internal",
+    "nm-shared",
     "public",
     "trusted",
     "work",

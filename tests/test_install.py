@@ -33,6 +33,10 @@ EVERYTHING = [
     f"{CONFIG}/services.d",
     MAP,
     UNIT,
+    # for `nm-zones serve`
+    "etc/dbus-1/system.d/nm-zones.conf",
+    "usr/share/polkit-1/actions/org.nm-zones.policy",
+    "etc/systemd/system/nm-zones-serve.service",
 ]
 NEEDS_ROOT = os.geteuid() != 0
 

@@ -464,7 +464,9 @@ def test_get_zones_lists_zones_that_profiles_name(served):
 def test_install_writes_the_bus_policy_polkit_actions_and_the_service_unit(tmp_path):
     root = str(tmp_path / "image")
     run = [sys.executable, "-m", "nm_zones", "install", "--root", root]
-    assert subprocess.run(run, env=base_env(), capture_output=True, text=True).stdout == ""
+    result = subprocess.run(run, env=base_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {root}/etc/dbus-1/system.d/nm-zones.conf" in result.stdout
     with open(os.path.join(root, "etc/dbus-1/system.d/nm-zones.conf")) as stream:
         policy = stream.read()
     assert '<policy user="root">' in policy and 'own="org.fedoraproject.FirewallD1"' in policy
