@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from .digest import fingerprint
+from .digest import fingerprint, sha256
 
 # getsockopt numbers from <linux/netfilter_ipv4/ip_tables.h> (the same for IPv6)
 SO_GET_INFO, SO_GET_ENTRIES = 64, 65
@@ -77,51 +77,59 @@ def table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
         sock.close()
 
 
-def _text(data: bytes) -> str:
-    return data.split(b"\0", 1)[0].decode("latin-1")
-
-
-def _entries(family: str, blob: bytes):
-    """(offset, the entry's ip part and matches, its target) for each entry of a table."""
-    ip_size, offsets_at, entry_size = LAYOUT[family]
-    offset, length = 0, len(blob)
-    while offset + entry_size <= length:
-        target_offset = int.from_bytes(
-            blob[offset + offsets_at : offset + offsets_at + 2], "little"
-        )
-        next_offset = int.from_bytes(
-            blob[offset + offsets_at + 2 : offset + offsets_at + 4], "little"
-        )
-        if target_offset < entry_size or next_offset < target_offset:
-            return  # not an entry: never loop forever on a table we do not understand
-        body = blob[offset : offset + ip_size] + blob[offset + entry_size : offset + target_offset]
-        yield offset, body, blob[offset + target_offset : offset + next_offset], next_offset
-        offset += next_offset
+def _text(data) -> str:
+    return bytes(data).split(b"\0", 1)[0].decode("latin-1")
 
 
 def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
-    """{chain: fingerprint} for every nmz- chain, plus {builtin: (nmz- chains it jumps to)}."""
+    """{chain: fingerprint} for every nmz- chain, plus {builtin: (nmz- chains it jumps to)}.
+
+    One pass over the entries (with hundreds of interfaces bound, a table holds thousands):
+    a copy of the table has what changes by itself (counters, nfcache, comefrom) zeroed and
+    every jump's offset replaced by a checksum of its target's name; then each nmz- chain is
+    hashed as the one stretch of that copy it is.
+    """
+    from zlib import crc32
+
+    ip_size, offsets_at, entry_size = LAYOUT[family]
+    masked = bytearray(blob)
+    zeros = bytes(entry_size - ip_size)
     starts = {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0}
-    for offset, _, target, next_offset in _entries(family, blob):
-        if _text(target[2:31]) == "ERROR":  # a user chain's head: its rules follow
-            starts[offset + next_offset] = _text(target[32:64])
-    view: dict[str, object] = {}
-    rules: dict[str, list[bytes]] = {}
-    chain = ""
-    for offset, body, target, _ in _entries(family, blob):
-        chain = starts.get(offset, chain)
-        name = _text(target[2:31])
-        jump = ""
-        if name == "" and len(target) >= 36:  # the standard target: a verdict or a jump
-            verdict = int.from_bytes(target[32:36], "little", signed=True)
+    heads: list[int] = []  # where each user chain's ERROR entry begins
+    jumps: list[tuple[int, int]] = []  # (offset of the verdict, the offset it jumps to)
+    offset, length = 0, len(blob)
+    while offset + entry_size <= length:
+        at = offset + offsets_at
+        target_offset = blob[at] | blob[at + 1] << 8
+        next_offset = blob[at + 2] | blob[at + 3] << 8
+        if target_offset < entry_size or next_offset < target_offset:
+            break  # not an entry: never loop forever on a table we do not understand
+        masked[offset + ip_size : offset + entry_size] = zeros
+        name_at = offset + target_offset + 2
+        if blob[name_at] == 0:  # the standard target: a verdict, or a jump when >= 0
+            verdict_at = offset + target_offset + 32
+            verdict = int.from_bytes(blob[verdict_at : verdict_at + 4], "little", signed=True)
             if verdict >= 0:
-                jump = starts.get(verdict, f"@{verdict}")
-        if chain.startswith(PREFIX) and name != "ERROR":
-            rules.setdefault(chain, []).append(body + (jump.encode() if jump else target))
-        elif chain in HOOK_NAMES and jump.startswith(PREFIX):
-            view[chain] = (*view.get(chain, ()), jump)
-    for name, entries in rules.items():
-        view[name] = fingerprint("\n".join(entry.hex() for entry in entries))
+                jumps.append((verdict_at, verdict))
+        elif blob[name_at : name_at + 6] == b"ERROR\0":  # a user chain's head
+            heads.append(offset)
+            starts[offset + next_offset] = _text(blob[name_at + 30 : name_at + 62])
+        offset += next_offset
+    from bisect import bisect_right
+
+    bounds = sorted(set(starts) | set(heads) | {offset})
+    chain_of = [starts.get(bound, "") for bound in bounds]
+    view: dict[str, object] = {}
+    for verdict_at, verdict in jumps:
+        target = starts.get(verdict, f"@{verdict}")
+        masked[verdict_at : verdict_at + 4] = crc32(target.encode()).to_bytes(4, "little")
+        chain = chain_of[bisect_right(bounds, verdict_at) - 1]
+        if chain in HOOK_NAMES and target.startswith(PREFIX):
+            view[chain] = (*view.get(chain, ()), target)
+    for index, bound in enumerate(bounds[:-1]):
+        chain = chain_of[index]
+        if chain.startswith(PREFIX):
+            view[chain] = sha256(masked[bound : bounds[index + 1]]).hexdigest()[:32]
     return view
 
 
