@@ -11,9 +11,7 @@ shlex, which the rules nm-zones commits never use. Here:
 - while iptc imports, `re`, `shlex` and `subprocess` are stand-ins that import the real module
   the first time an attribute is used (rule parsing and printing, never an event), `socket` is
   its C core `_socket` (the constants and address functions iptc uses), `ctypes.util` answers
-  from the located paths, and `distutils.sysconfig` (deprecated, slow) is a stand-in whose one
-  function asks `sysconfig` (python-iptables 1.2 falls back to that itself; Debian 12's 1.0.1
-  imports it unconditionally).
+  from the located paths, and `distutils.sysconfig` is absent (iptc has a fallback).
 
 An iptc that does not have the functions swapped here is imported the slower, plain way.
 """
@@ -105,17 +103,9 @@ def _stand_ins(known: dict[str, str]) -> dict:
         "subprocess": lazy_subprocess,
         "socket": __import__("_socket"),
         "ctypes.util": ctypes_util,
-        "distutils": None,
-        "distutils.sysconfig": _distutils_sysconfig(),
+        "distutils": None,  # iptc falls back to sysconfig
+        "distutils.sysconfig": None,
     }
-
-
-def _distutils_sysconfig():
-    """What iptc takes from distutils.sysconfig: get_python_lib, used only by the library
-    lookup swapped out below."""
-    module = type(sys)("distutils.sysconfig")
-    module.get_python_lib = lambda *args, **kwargs: __import__("sysconfig").get_path("purelib")
-    return module
 
 
 def _preload_util():
