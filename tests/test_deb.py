@@ -242,6 +242,24 @@ def test_a_disabled_nm_zones_stays_disabled_across_install_and_removal(booted):
     assert root.exists("/etc/nm-zones/disabled")  # the admin's own flag stays
 
 
+@needs_deb
+def test_policy_rc_d_forbidding_starts_means_no_reload(booted):
+    """A container build says "start nothing" with policy-rc.d exiting 101: the postinst
+    leaves the firewall alone there, as it would leave a service stopped."""
+    root = booted
+    root.run("mkdir", "-p", "/run/systemd/system")
+    policy = os.path.join(root.path, "usr/sbin/policy-rc.d")
+    with open(policy, "w") as stream:
+        stream.write("#!/bin/sh\nexit 101\n")
+    os.chmod(policy, 0o755)
+    out = root.run("dpkg", "-i", "/tmp/nm-zones.deb").stdout
+    assert "rules not reloaded now (policy-rc.d forbids it)" in out, out
+    assert "nmz" not in root.rules()
+    os.unlink(policy)
+    root.run("dpkg", "-i", "/tmp/nm-zones.deb")
+    assert "-A INPUT -j nmz-input" in root.run("iptables-legacy-save").stdout
+
+
 # -- the packaged hook, run by the real NetworkManager --------------------------------------
 
 
