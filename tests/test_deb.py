@@ -37,7 +37,8 @@ ENV = {
 
 # PID 1 of the root's namespaces: mounts what a running system has, then either becomes the
 # root's own PID 1 (a booted system) or stays outside it (the root is then a chroot, as when
-# an image is built).
+# an image is built). It says `ready` only once it is where it stays: commands entering a
+# booted root take PID 1's root directory as theirs.
 INIT = """
 set -e
 root=$1
@@ -49,8 +50,8 @@ if [ -d /lib/modules ]; then  # for modprobe, where the kernel has modules
     mount --bind -o ro /lib/modules "$root/lib/modules"
 fi
 ip link set lo up
+if [ "$2" = booted ]; then exec chroot "$root" /bin/sh -c 'echo ready; exec sleep infinity'; fi
 echo ready
-if [ "$2" = booted ]; then exec chroot "$root" /bin/sleep infinity; fi
 exec sleep infinity
 """
 
@@ -103,6 +104,9 @@ class FreshRoot:
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         enter = ["nsenter", "--target", str(self.pid), "--mount", "--net", "--pid"]
         if self.booted:
+            # never this machine's own root: only PID 1's, which is the fresh root
+            root = os.path.realpath(self.path)
+            assert os.readlink(f"/proc/{self.pid}/root") == root, "PID 1 is not in the root"
             enter += ["--root", "--wd"]
         else:
             enter += ["--wd=/", "chroot", self.path]
