@@ -6,7 +6,7 @@
 _nm_zones_shipped_dirs="/usr/share/nm-zones"
 
 _nm_zones_commands="zones show services check plan apply remove status reload gc assign
-default-zone enable disable install"
+default-zone enable disable serve install"
 
 # NAME for each NAME.yaml in the shipped and the admin's SUBDIR (zones.d, services.d).
 _nm_zones_yaml_names() {

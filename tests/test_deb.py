@@ -154,6 +154,11 @@ PACKAGED = [
     "/usr/share/nm-zones/connections-map.yaml",
     "/usr/lib/python3/dist-packages/nm_zones/event.py",
 ]
+SERVE_FILES = [
+    "/lib/systemd/system/nm-zones-serve.service",
+    "/usr/share/dbus-1/system.d/nm-zones.conf",
+    "/usr/share/polkit-1/actions/org.nm-zones.policy",
+]
 
 
 @needs_deb
@@ -175,6 +180,12 @@ def test_package_on_a_booted_system(booted):
         assert stream.readline() == "#!/usr/bin/python3 -S\n"
     unit = root.run("cat", "/lib/systemd/system/nm-zones.service").stdout
     assert "ExecStart=/usr/sbin/nm-zones reload" in unit and "man:nm-zones(8)" in unit
+    if os.path.exists(os.path.join(REPO, "nm_zones", "nm-zones-serve.service")):
+        # nm-zones serve: installed where dbus and polkit look, its unit left off
+        for path in SERVE_FILES:
+            assert root.exists(path), path
+        assert "ExecStart=/usr/sbin/nm-zones serve" in root.run("cat", SERVE_FILES[0]).stdout
+        assert not root.exists("/etc/systemd/system/multi-user.target.wants/nm-zones-serve.service")
 
     assert root.run("nm-zones", "check").stdout == ""
     assert "* public" in root.run("nm-zones", "zones").stdout
