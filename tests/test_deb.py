@@ -35,13 +35,17 @@ ENV = {
     "NM_ZONES_REFUSE_NETNS": RUNNER_NETNS,
 }
 
-# PID 1 of the root's namespaces: mounts what a running system has, then either becomes the
-# root's own PID 1 (a booted system) or stays outside it (the root is then a chroot, as when
-# an image is built). It says `ready` only once it is where it stays: commands entering a
-# booted root take PID 1's root directory as theirs.
+# PID 1 of the root's namespaces: puts a fresh root together (the unpacked tarball under a
+# writable layer on tmpfs, so every test starts from the same untouched files), mounts what a
+# running system has, then either becomes the root's own PID 1 (a booted system) or stays
+# outside it (the root is then a chroot, as when an image is built). It says `ready` only
+# once it is where it stays: commands entering a booted root take PID 1's root as theirs.
 INIT = """
 set -e
-root=$1
+base=$1 root=$2 layers=$3
+mount -t tmpfs -o mode=0755 tmpfs "$layers"
+mkdir "$layers/upper" "$layers/work"
+mount -t overlay overlay -o "lowerdir=$base,upperdir=$layers/upper,workdir=$layers/work" "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs -o ro sysfs "$root/sys"
 mount -t tmpfs -o mode=0755 tmpfs "$root/run"
@@ -50,21 +54,21 @@ if [ -d /lib/modules ]; then  # for modprobe, where the kernel has modules
     mount --bind -o ro /lib/modules "$root/lib/modules"
 fi
 ip link set lo up
-if [ "$2" = booted ]; then exec chroot "$root" /bin/sh -c 'echo ready; exec sleep infinity'; fi
+if [ "$4" = booted ]; then exec chroot "$root" /bin/sh -c 'echo ready; exec sleep infinity'; fi
 echo ready
 exec sleep infinity
 """
 
 
 class FreshRoot:
-    """A Debian root from the tarball, with its own network, mount and pid namespaces."""
+    """A fresh Debian root over the unpacked tarball `base`, with its own network, mount and
+    pid namespaces. Its files exist only in its mount namespace: host_path() reaches them."""
 
-    def __init__(self, tmp: str, booted: bool):
-        self.path = os.path.join(tmp, "root")
+    def __init__(self, tmp: str, base: str, booted: bool):
+        self.path, self.layers = os.path.join(tmp, "root"), os.path.join(tmp, "layers")
         self.booted = booted
         os.makedirs(self.path)
-        subprocess.run(["tar", "-C", self.path, "--numeric-owner", "-xf", ROOT_TARBALL], check=True)
-        shutil.copy(DEB, os.path.join(self.path, "tmp", "nm-zones.deb"))
+        os.makedirs(self.layers)
         self.process = subprocess.Popen(
             [
                 "unshare",
@@ -79,7 +83,9 @@ class FreshRoot:
                 "-c",
                 INIT,
                 "init",
+                base,
                 self.path,
+                self.layers,
                 "booted" if booted else "chroot",
             ],
             stdout=subprocess.PIPE,
@@ -88,6 +94,7 @@ class FreshRoot:
         )
         assert self.process.stdout.readline().strip() == "ready"
         self.pid = wait_for(lambda: first_child(self.process.pid), 10, what="the root's PID 1")
+        shutil.copy(DEB, self.host_path("/tmp/nm-zones.deb"))
 
     def __enter__(self) -> FreshRoot:
         return self
@@ -96,10 +103,16 @@ class FreshRoot:
         self.close()
 
     def close(self) -> None:
-        """The namespaces die with PID 1 (their mounts with them), then the root goes."""
+        """The namespaces die with PID 1, the root's layers with their mounts."""
         self.process.kill()
         self.process.wait()
-        shutil.rmtree(self.path)
+        os.rmdir(self.path)
+        os.rmdir(self.layers)
+
+    def host_path(self, path: str) -> str:
+        """`path` in the root, as this process reaches it: through PID 1's view."""
+        inside = "" if self.booted else self.path
+        return f"/proc/{self.pid}/root{inside}/{path.lstrip('/')}"
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         enter = ["nsenter", "--target", str(self.pid), "--mount", "--net", "--pid"]
@@ -127,18 +140,27 @@ class FreshRoot:
         )
 
     def exists(self, path: str) -> bool:
-        return os.path.lexists(os.path.join(self.path, path.lstrip("/")))
+        return os.path.lexists(self.host_path(path))
+
+
+@pytest.fixture(scope="module")
+def debian_root(tmp_path_factory):
+    """The tarball, unpacked once; every test's root is a writable layer over it."""
+    path = str(tmp_path_factory.mktemp("debian-root"))
+    subprocess.run(["tar", "-C", path, "--numeric-owner", "-xf", ROOT_TARBALL], check=True)
+    yield path
+    shutil.rmtree(path)
 
 
 @pytest.fixture
-def booted(tmp_path):
-    with FreshRoot(str(tmp_path), booted=True) as root:
+def booted(tmp_path, debian_root):
+    with FreshRoot(str(tmp_path), debian_root, booted=True) as root:
         yield root
 
 
 @pytest.fixture
-def chroot(tmp_path):
-    with FreshRoot(str(tmp_path), booted=False) as root:
+def chroot(tmp_path, debian_root):
+    with FreshRoot(str(tmp_path), debian_root, booted=False) as root:
         yield root
 
 
@@ -174,9 +196,9 @@ def test_package_on_a_booted_system(booted):
         assert root.exists(path), path
     hook = "/usr/lib/NetworkManager/dispatcher.d/50-nm-zones"
     for sub in ("pre-up.d", "pre-down.d"):
-        link = os.path.join(root.path, hook[1:].replace("50-nm-zones", f"{sub}/50-nm-zones"))
+        link = root.host_path(hook.replace("50-nm-zones", f"{sub}/50-nm-zones"))
         assert os.readlink(link) == "../50-nm-zones"
-    with open(os.path.join(root.path, hook[1:])) as stream:
+    with open(root.host_path(hook)) as stream:
         assert stream.readline() == "#!/usr/bin/python3 -S\n"
     unit = root.run("cat", "/lib/systemd/system/nm-zones.service").stdout
     assert "ExecStart=/usr/sbin/nm-zones reload" in unit and "man:nm-zones(8)" in unit
@@ -206,7 +228,7 @@ def test_package_on_a_booted_system(booted):
     # reaches the interface, and the prerm of the upgrade left its rules in place meanwhile
     root.run("mkdir", "-p", "/run/systemd/system", "/etc/nm-zones/zones.d")
     home = root.run("cat", "/usr/share/nm-zones/zones.d/home.yaml").stdout
-    with open(os.path.join(root.path, "etc/nm-zones/zones.d/home.yaml"), "w") as stream:
+    with open(root.host_path("/etc/nm-zones/zones.d/home.yaml"), "w") as stream:
         stream.write(home + "ports: [8080/tcp]\n")
     out = root.run("dpkg", "-i", "/tmp/nm-zones.deb").stdout
     assert "nmzdeb0" in out, out
@@ -263,7 +285,7 @@ def test_policy_rc_d_forbidding_starts_means_no_reload(booted):
     leaves the firewall alone there, as it would leave a service stopped."""
     root = booted
     root.run("mkdir", "-p", "/run/systemd/system")
-    policy = os.path.join(root.path, "usr/sbin/policy-rc.d")
+    policy = root.host_path("/usr/sbin/policy-rc.d")
     with open(policy, "w") as stream:
         stream.write("#!/bin/sh\nexit 101\n")
     os.chmod(policy, 0o755)
