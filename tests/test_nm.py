@@ -47,13 +47,20 @@ TRUSTED = ["accepted"] * 6
 WORK = ["accepted", "rejected", "accepted"] * 2
 
 
-def test_zone_set_with_nmcli_is_applied_on_up(nm):
+def connect_in_zone(nm, zone: str):
+    """A veth link with listeners, and a connection `lan` on it whose profile holds `zone`:
+    brought up, its zone applied by the hook, its addresses answering."""
     link = nm.add_veth()
     nm.listen()
-    nm.add_connection(link, "lan", "connection.zone", "home")
+    nm.add_connection(link, "lan", "connection.zone", zone)
     nm.nmcli("connection", "up", "lan")
-    nm.wait_zone(link.name, "home")
+    nm.wait_zone(link.name, zone)
     nm.wait_reachable(link)
+    return link
+
+
+def test_zone_set_with_nmcli_is_applied_on_up(nm):
+    link = connect_in_zone(nm, "home")
     assert nm.probe(specs(link)) == HOME
     status = nm.nm_zones("status").stdout
     assert "ethz0" in status and "home" in status and "why: nmcli connection.zone" in status

@@ -250,6 +250,17 @@ def run_probes(peer: str, specs: list[dict], env: dict) -> list[str]:
     return json.loads(completed.stdout)
 
 
+def first_child(pid: int) -> int:
+    """The first child of a process, 0 while it has none: PID 1 of the namespaces that
+    `unshare --fork` (process `pid`) made."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
+    except OSError:
+        return 0
+    return int(children[0]) if children else 0
+
+
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -27,6 +27,7 @@ from .lab import (
     Link,
     base_env,
     configure_end,
+    first_child,
     run_probes,
     start_listener,
     wait_for,
@@ -76,7 +77,7 @@ class NMSandbox:
             text=True,
             env=base_env(),
         )
-        self.pid = wait_for(self._init_pid, 10, what="the sandbox's PID 1")
+        self.pid = wait_for(lambda: first_child(self.process.pid), 10, what="the sandbox's PID 1")
         line = self.process.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"NetworkManager sandbox did not start:\n{self.logs()}")
@@ -84,14 +85,6 @@ class NMSandbox:
         with NetNS(self.peer) as ns:
             ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
         self.sh("sysctl -q -w net.ipv4.icmp_ratelimit=0 net.ipv6.icmp.ratelimit=0")
-
-    def _init_pid(self) -> int:
-        try:
-            with open(f"/proc/{self.process.pid}/task/{self.process.pid}/children") as f:
-                children = f.read().split()
-        except OSError:
-            return 0
-        return int(children[0]) if children else 0
 
     def stop(self) -> None:
         for listener in self.listeners + self.services:

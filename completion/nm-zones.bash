@@ -1,0 +1,135 @@
+# bash completion for nm-zones(8): commands, their options, zones, services, interfaces and
+# NetworkManager connections. Kept in step with `nm-zones --help` by tests/test_docs.py.
+
+# Where the shipped zones and services are when a distribution package installed them; a pip
+# installation keeps them in its package folder, and then `nm-zones zones` lists them.
+_nm_zones_shipped_dirs="/usr/share/nm-zones"
+
+_nm_zones_commands="zones show services check plan apply remove status reload gc assign
+default-zone enable disable serve install"
+
+# NAME for each NAME.yaml in the shipped and the admin's SUBDIR (zones.d, services.d).
+_nm_zones_yaml_names() {
+    local subdir=$1 dir file found=""
+    local config=${NM_ZONES_CONFIG_DIR:-/etc/nm-zones}
+    for dir in $_nm_zones_shipped_dirs; do
+        [[ -d $dir/$subdir ]] && found=yes
+    done
+    if [[ -z $found ]]; then
+        return 1
+    fi
+    for dir in $_nm_zones_shipped_dirs "$config"; do
+        for file in "$dir/$subdir"/*.yaml; do
+            [[ -e $file ]] || continue
+            file=${file##*/}
+            [[ $file == .* ]] || printf '%s\n' "${file%.yaml}"
+        done
+    done
+}
+
+_nm_zones_zones() {
+    # the folders are cheap to read; without them (a pip install), ask the command itself
+    _nm_zones_yaml_names zones.d ||
+        "$1" zones 2>/dev/null | while read -r first second _; do
+            if [[ $first == "*" ]]; then printf '%s\n' "$second"; else printf '%s\n' "$first"; fi
+        done
+}
+
+_nm_zones_services() {
+    _nm_zones_yaml_names services.d ||
+        "$1" services 2>/dev/null | while read -r name _; do printf '%s\n' "$name"; done
+}
+
+_nm_zones_interfaces() {
+    local link
+    for link in /sys/class/net/*; do
+        [[ -e $link ]] && printf '%s\n' "${link##*/}"
+    done
+}
+
+_nm_zones_connections() {
+    type -P nmcli >/dev/null && nmcli -g NAME connection show 2>/dev/null
+}
+
+# COMPREPLY from the lines on stdin that start with the word being completed; names with
+# spaces (connections) are quoted for the command line. Give it its lines with < <(...):
+# behind a pipe it would run in a subshell, and fill that subshell's COMPREPLY.
+_nm_zones_reply() {
+    local cur=$1 line
+    COMPREPLY=()
+    while IFS= read -r line; do
+        [[ -n $line && $line == "$cur"* ]] || continue
+        if [[ $line == *[[:space:]\'\"\\\$\`]* ]]; then
+            COMPREPLY+=("$(printf '%q' "$line")")
+        else
+            COMPREPLY+=("$line")
+        fi
+    done < <(sort -u)
+}
+
+_nm_zones() {
+    COMPREPLY=()
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    local program=${COMP_WORDS[0]} command="" i word
+    local -a positionals=()
+
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word=${COMP_WORDS[i]}
+        if [[ -z $command ]]; then
+            [[ $word == -* ]] || command=$word
+        elif [[ $word != -* && ${COMP_WORDS[i-1]} != --root ]]; then
+            positionals+=("$word")
+        fi
+    done
+
+    if [[ -z $command ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--help --version" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$_nm_zones_commands" -- "$cur"))
+        fi
+        return
+    fi
+
+    if [[ $prev == --root ]]; then
+        COMPREPLY=($(compgen -d -- "$cur"))
+        return
+    fi
+
+    local options="--help"
+    case $command in
+        zones | show | services | status) options+=" --json" ;;
+        default-zone) options+=" --wired --wireless" ;;
+        install) options+=" --root --uninstall" ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$options" -- "$cur"))
+        return
+    fi
+
+    local n=${#positionals[@]}
+    case $command in
+        show) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_zones "$program") ;;
+        plan | apply)
+            if ((n == 0)); then
+                _nm_zones_reply "$cur" < <(_nm_zones_interfaces)
+            elif ((n == 1)); then
+                _nm_zones_reply "$cur" < <(_nm_zones_zones "$program")
+            fi
+            ;;
+        remove) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_interfaces) ;;
+        assign)
+            if ((n == 0)); then
+                _nm_zones_reply "$cur" < <(_nm_zones_connections)
+            elif ((n == 1)); then
+                _nm_zones_reply "$cur" < <(_nm_zones_zones "$program")
+            fi
+            ;;
+        default-zone) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_zones "$program") ;;
+        status | log) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_interfaces) ;;
+        allow | revoke) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_services "$program") ;;
+    esac
+    return 0
+}
+
+complete -F _nm_zones nm-zones

@@ -1,0 +1,170 @@
+"""The man page and the bash completion stay in step with the command line parser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from nm_zones.cli import build_parser
+from tests.harness.lab import REPO, base_env
+
+MAN_PAGE = os.path.join(REPO, "doc", "nm-zones.8")
+COMPLETION = os.path.join(REPO, "completion", "nm-zones.bash")
+
+
+def parser_commands() -> dict[str, list[str]]:
+    """Command -> its long options (--help aside), as `nm-zones --help` knows them."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    return {
+        name: [
+            option
+            for action in sub._actions
+            for option in action.option_strings
+            if option.startswith("--") and option != "--help"
+        ]
+        for name, sub in commands.items()
+    }
+
+
+def top_level_options() -> list[str]:
+    return [o for a in build_parser()._actions for o in a.option_strings if o.startswith("--")]
+
+
+# -- the man page ---------------------------------------------------------------------------
+
+
+def man_entries() -> dict[str, str]:
+    """COMMANDS section: command name -> the text of its .TP entry, roff escapes undone."""
+    with open(MAN_PAGE, encoding="utf-8") as stream:
+        text = stream.read().replace("\\-", "-")
+    section = text.split("\n.SH COMMANDS\n", 1)[1].split("\n.SH ", 1)[0]
+    entries = {}
+    for entry in section.split("\n.TP\n")[1:]:
+        header = entry.split("\n", 1)[0].split()
+        entries[header[1]] = entry
+    return entries
+
+
+def test_man_page_describes_every_command_and_option():
+    entries = man_entries()
+    for command, options in parser_commands().items():
+        assert command in entries, f"doc/nm-zones.8 has no entry for `nm-zones {command}`"
+        for option in options:
+            assert option in entries[command], f"doc/nm-zones.8: {command} lacks {option}"
+    assert set(entries) == set(parser_commands()), "doc/nm-zones.8 lists a command not parsed"
+    with open(MAN_PAGE, encoding="utf-8") as stream:
+        page = stream.read().replace("\\-", "-")
+    for option in top_level_options():
+        assert option in page, f"doc/nm-zones.8 lacks nm-zones {option}"
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "FILES", "ENVIRONMENT"):
+        assert f"\n.SH {section}\n" in page
+    for section in ("EXIT STATUS", "LOGS", "EXAMPLES"):
+        assert f"\n.SH {section}\n" in page
+    for name in ("NM_ZONES_CONFIG_DIR", "NM_ZONES_STATE_DIR", "journalctl -t nm-zones"):
+        assert name in page
+
+
+@pytest.mark.skipif(not shutil.which("groff"), reason="needs groff")
+def test_man_page_renders_without_warnings():
+    result = subprocess.run(
+        ["groff", "-man", "-Tutf8", "-ww", "-z", MAN_PAGE], capture_output=True, text=True
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    if shutil.which("mandoc"):
+        result = subprocess.run(["mandoc", "-Tlint", MAN_PAGE], capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- bash completion ------------------------------------------------------------------------
+
+COMPLETE = """
+source "$1"; shift
+if [ -n "$SHIPPED" ]; then _nm_zones_shipped_dirs=$SHIPPED; fi
+COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+_nm_zones
+printf '%s\\n' "${COMPREPLY[@]}"
+"""
+
+
+@pytest.fixture
+def shell(tmp_path):
+    """Completes a command line in bash; `nm-zones` and `nmcli` on its PATH are this checkout's
+    command and a stand-in that knows two connections."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nm-zones").write_text(
+        f'#!/bin/sh\nexec {shutil.which("python3")} -m nm_zones "$@"\n'
+    )
+    (bin_dir / "nmcli").write_text("#!/bin/sh\nprintf 'Cafe Wi-Fi\\nHome\\n'\n")
+    for program in bin_dir.iterdir():
+        program.chmod(0o755)
+    config = tmp_path / "etc-nm-zones"
+    (config / "zones.d").mkdir(parents=True)
+    (config / "zones.d" / "lab.yaml").write_text("description: the lab bench\n")
+    env = base_env(NM_ZONES_CONFIG_DIR=str(config), SHIPPED="")
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+
+    def complete(*words: str, shipped: str = "") -> list[str]:
+        result = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", COMPLETE, "bash", COMPLETION, *words],
+            capture_output=True,
+            text=True,
+            env={**env, "SHIPPED": shipped},
+            timeout=60,
+        )
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        return [line for line in result.stdout.splitlines() if line]
+
+    complete.env = env
+    return complete
+
+
+def test_completion_is_registered_for_nm_zones():
+    result = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", f"source {COMPLETION}; complete -p nm-zones"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.strip() == "complete -F _nm_zones nm-zones"
+
+
+def test_completion_offers_every_command_and_its_options(shell):
+    commands = parser_commands()
+    assert sorted(shell("nm-zones", "")) == sorted(commands)
+    assert shell("nm-zones", "de") == ["default-zone"]
+    for option in top_level_options():
+        assert option in shell("nm-zones", "-"), option
+    for command, options in commands.items():
+        offered = shell("nm-zones", command, "--")
+        assert set(options) | {"--help"} == set(offered), command
+
+
+def zones_known(env) -> list[str]:
+    result = subprocess.run(
+        ["nm-zones", "zones", "--json"], capture_output=True, text=True, env=env, check=True
+    )
+    return sorted(zone["name"] for zone in json.loads(result.stdout))
+
+
+def test_completion_offers_zones_interfaces_and_connections(shell):
+    zones = zones_known(shell.env)
+    assert "lab" in zones and "home" in zones
+    # without a distribution's shipped folder the command lists them; with one, the folders
+    assert sorted(shell("nm-zones", "apply", "lo", "")) == zones
+    shipped = os.path.join(REPO, "nm_zones")
+    assert sorted(shell("nm-zones", "apply", "lo", "", shipped=shipped)) == zones
+    assert shell("nm-zones", "apply", "lo", "ho", shipped=shipped) == ["home"]
+    assert sorted(shell("nm-zones", "show", "")) == zones
+    assert sorted(shell("nm-zones", "plan", "eth0", "")) == zones
+    assert sorted(shell("nm-zones", "default-zone", "--wired", "")) == zones
+    assert sorted(shell("nm-zones", "apply", "")) == sorted(os.listdir("/sys/class/net"))
+    assert "lo" in shell("nm-zones", "remove", "l")
+    assert shell("nm-zones", "apply", "lo", "home", "") == []  # nothing after the zone
+    assert shell("nm-zones", "assign", "") == ["Cafe\\ Wi-Fi", "Home"]
+    assert shell("nm-zones", "assign", "Home", "b") == ["block"]
+    assert shell("nm-zones", "install", "--root", "/us") == ["/usr"]
