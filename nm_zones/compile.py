@@ -74,6 +74,11 @@ def _service_rules(service: Service, family: str) -> list[Rule]:
     return rules
 
 
+def service_specs(service: Service) -> dict[str, tuple]:
+    """family -> the specs of the rules that open a service (runtime allowances)."""
+    return {family: tuple(r.spec() for r in _service_rules(service, family)) for family in FAMILIES}
+
+
 def _tail(zone: Zone, family: str, label: str) -> list[Rule]:
     rules = []
     if zone.log_denied and zone.target != "accept":
