@@ -116,15 +116,11 @@ class Request:
 
     def resolve(self, state: State) -> None:
         """The interface or zone the change is for (exactly one bound interface: that one)."""
-        bound = {
-            name: b for name, b in sorted(state.interfaces.items()) if b.status in IN_KERNEL
-        }
+        bound = {name: b for name, b in sorted(state.interfaces.items()) if b.status in IN_KERNEL}
         if self.interface:
             binding = bound.get(self.interface)
             if binding is None:
-                raise UsageError(
-                    f"{self.interface} is not bound to a zone (see: nm-zones status)"
-                )
+                raise UsageError(f"{self.interface} is not bound to a zone (see: nm-zones status)")
             self.zone = binding.zone
         elif not self.zone:
             if len(bound) != 1:

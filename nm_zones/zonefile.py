@@ -57,8 +57,10 @@ def _validate(paths: Paths, zone: str, text: str, admin: str, key: str, item: st
         from .model import Problem
 
         raise ConfigError(
-            [Problem(admin, p.line, p.key, f"{p.message} (after the edit; file unchanged)")
-             for p in problems]
+            [
+                Problem(admin, p.line, p.key, f"{p.message} (after the edit; file unchanged)")
+                for p in problems
+            ]
         )
     values = result.services if key == "services" else tuple(str(p) for p in result.ports)
     if (item in values) != add:

@@ -185,3 +185,35 @@ def test_compiled_zone_instantiated_for_an_interface_is_its_plan(tmp_path, inter
         assert sorted(plan.tables) == sorted(
             (f, t) for f, tables in expected.tables.items() for t in tables
         )
+
+
+def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
+    """An allowance is plan text too: `allow` puts its rules (a port with a deadline, a
+    service expanded) into the input chain just before the zone's LOG rule and verdict, in
+    both families, and the kernel holds exactly that text (what `status` compares)."""
+    import json
+    import time
+
+    os.makedirs(os.path.join(lab.config_dir, "zones.d"))
+    with open(os.path.join(lab.config_dir, "zones.d", "kitchen-sink.yaml"), "w") as stream:
+        stream.write(CUSTOM_ZONE)
+    link = lab.add_link("eth0")
+    both = parts(plan(link.name, "kitchen-sink", lab.config_dir))
+    lab.nm_zones("apply", link.name, "kitchen-sink")
+    lab.nm_zones("allow", "9090/tcp", "--interface", link.name, "--for", "1h")
+    lab.nm_zones("allow", "http", "--interface", link.name)
+    view = json.loads(lab.nm_zones("status", link.name, "--json").stdout)
+    (deadline,) = [a["deadline"] for a in view["allowances"] if a["what"] == "9090/tcp"]
+    stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(deadline - 1))
+    prefix = f"-A nmz-if-{link.name}-in "
+    added = [
+        f"{prefix}-p tcp -m tcp --dport 9090 -m time --datestop {stop} -j ACCEPT",
+        f"{prefix}-p tcp -m tcp --dport 80 -j ACCEPT",
+    ]
+    for family, text in both.items():
+        planned = [line for line in text.splitlines() if line.startswith(prefix)]
+        assert planned[-2].startswith(f"{prefix}-m limit") and "-j LOG" in planned[-2]
+        expected = planned[:-2] + added + planned[-2:]
+        held = [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]
+        assert held == expected, family
+    assert view["kernel"] == "in place"
