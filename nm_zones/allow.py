@@ -12,7 +12,7 @@ import math
 import time
 
 from .allowances import FOREVER, effective, expired
-from .engine import IN_KERNEL, Engine, recorded_connection
+from .engine import IN_KERNEL, Engine
 from .errors import UsageError, unknown_zone
 from .log import to_syslog
 from .state import State
@@ -209,47 +209,25 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
     reached = _reached(request, state)
     if not reached:
         engine.save(state)
-        line = f"{request.label('')}: {said} (no interface is bound to it now; "
-        line += "it reaches those bound later)" if request.grant else "no interface is bound to it)"
+        line = f"{request.label('')}: {said} (no interface is bound to it now"
+        line += "; it reaches those bound later)" if request.grant else ")"
         to_syslog(line)
         _say(engine, line)
         return
     for name in reached:
         binding = state.interfaces[name]
-        try:
-            change = engine.apply_interface(
-                name,
-                binding.zone,
-                binding.reason,
-                recorded_connection(binding),
-                state,
-                binding.inputs,
-                why=said,
-            )
-        except Exception as error:  # the kernel's or the disk's: said, marked, others go on
-            if not _kernel_or_disk(error):
-                raise
-            engine.failed(name, state, error)
-            continue
+        warnings = len(engine.warnings)
+        change = engine.reapply(name, state, said)
         if change is not None:
             engine.changes.remove(change)
+        elif len(engine.warnings) > warnings:
+            continue  # not committed (its warning says why): no line claims it was
         line = f"{request.label(name)}: {said}"
         still = [w for w, _ in effective(state.allowances, name, binding.zone)]
         if not request.grant and request.what in still:
             line += f"; still allowed for all of zone {request.zone}"
         _say(engine, line + request.note)
     engine.save(state)
-
-
-def _kernel_or_disk(error: Exception) -> bool:
-    from .errors import KernelError
-
-    if isinstance(error, (KernelError, OSError)):
-        return True
-    import sys
-
-    iptc = sys.modules.get("iptc")
-    return bool(iptc) and isinstance(error, (iptc.IPTCError, iptc.XTablesError))
 
 
 def _permanent(engine: Engine, request: Request, state: State) -> None:

@@ -340,18 +340,20 @@ class Engine:
             ended = sorted({a[2] for a in gone if a[1] == binding.zone and a[0] in ("", name)})
             if not ended:
                 continue
-            try:
-                self.apply_interface(
-                    name,
-                    binding.zone,
-                    binding.reason,
-                    recorded_connection(binding),
-                    state,
-                    binding.inputs,
-                    why=f"{', '.join(ended)} expired",
-                )
-            except (KernelError, OSError, UsageError) as error:
-                self.failed(name, state, error)
+            self.reapply(name, state, f"{', '.join(ended)} expired")
+
+    def reapply(self, name: str, state: State, why: str) -> Change | None:
+        """Commit a bound interface again as it is bound (its allowances changed); an error
+        is said and marked on it, and the caller goes on with the others."""
+        binding = state.interfaces[name]
+        connection = recorded_connection(binding)
+        try:
+            return self.apply_interface(
+                name, binding.zone, binding.reason, connection, state, binding.inputs, why
+            )
+        except (KernelError, OSError, UsageError) as error:
+            self.failed(name, state, error)
+            return None
 
     def reconcile(self, state: State) -> None:
         """Rebuild every table whose nm-zones rules differ from the view recorded after
