@@ -54,7 +54,8 @@ def test_allow_for_opens_at_once_and_the_kernel_closes_it_at_the_deadline(lab):
     lab.nm_zones("apply", link.name, "home")
     assert probe(lab, [link]) == ["rejected", "rejected"]
 
-    result = lab.nm_zones("allow", "8080/tcp", "--interface", link.name, "--for", "3s")
+    # in a time zone nine hours off UTC: the kernel's --datestop is UTC all the same
+    result = lab.nm_zones("allow", "8080/tcp", "--interface", link.name, "--for", "3s", TZ="JST-9")
     assert result.stdout.startswith(f"{link.name} (home): 8080/tcp allowed until "), result
     assert probe(lab, [link]) == ["accepted", "accepted"]
     view = status_json(lab, link.name)
@@ -423,3 +424,45 @@ def test_a_version_4_state_file_is_read_without_allowances():
     assert state.interfaces["vz1"] == binding and state.allowances == []
     state.allowances = [("vz1", "home", "8080/tcp", 0)]
     assert State.loads(state.dumps()).allowances == state.allowances
+
+
+def test_an_allowance_is_put_back_with_rules_another_program_removed(lab, tmp_path):
+    """The binding's digest includes its allowances: a rebuild after another program flushed
+    the chain restores them, and a no-op event (the quick path) keeps them."""
+    link = lab.add_link()
+    lab.listen(tcp=(8080,), udp=())
+    env = keyfile_env(tmp_path, "home")
+    assert hook(lab, link.name, "up", **env).returncode == 0
+    lab.nm_zones("allow", "8080/tcp", "--interface", link.name)
+    assert hook(lab, link.name, "up", **env).returncode == 0  # nothing changed
+    assert probe(lab, [link]) == ["accepted"] * 2
+    lab.shell(
+        f"iptables-legacy -F nmz-if-{link.name}-in; ip6tables-legacy -F nmz-if-{link.name}-in"
+    )
+    result = lab.nm_zones("gc", check=False)
+    assert result.returncode == 1 and "changed by another program" in result.stderr
+    assert probe(lab, [link]) == ["accepted"] * 2
+    assert status_json(lab, link.name)["kernel"] == "in place"
+    lab.nm_zones("revoke", "8080/tcp", "--interface", link.name)
+    assert probe(lab, [link]) == ["rejected"] * 2
+
+
+def test_status_of_an_unbound_or_exempt_interface(lab):
+    link = lab.add_link()
+    lab.nm_zones("reload")
+    result = lab.nm_zones("status", link.name, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{link.name}: zone public (not bound: the catch-all)")
+    assert "ssh 22/tcp" in result.stdout
+    result = lab.nm_zones("status", "lo", check=False)
+    assert result.returncode == 0
+    assert result.stdout == "lo: exempt (exempt-interfaces): nm-zones does not filter it\n"
+
+
+@pytest.mark.parametrize("what", ["x" * 5000, "ssh\nvz1 (home): 1/tcp allowed", "../../etc", ""])
+def test_hostile_what_is_one_line_and_exit_2(lab, what):
+    lab.add_link()
+    result = lab.nm_zones("allow", what, "--zone", "home", check=False)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    assert result.stdout == ""
