@@ -257,6 +257,28 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
     return Ruleset(interface, zone.name, tables, _forwarding(zone))
 
 
+def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
+    """The ruleset with runtime allowances' rules (family -> specs, allowances.specs) in its
+    input chain, where compiled.instantiate puts them: before the zone's tail."""
+    from .compiled import before_tail
+
+    chain = chain_name(ruleset.interface, "in")
+    tables = {}
+    for family, family_tables in ruleset.tables.items():
+        tables[family] = dict(family_tables)
+        added = tuple(Rule.from_spec(spec) for spec in extra.get(family, ()))
+        plan = family_tables.get("filter")
+        if plan and added:
+            chains = tuple(
+                (name, before_tail(rules, added, lambda rule: rule.target))
+                if name == chain
+                else (name, rules)
+                for name, rules in plan.chains
+            )
+            tables[family]["filter"] = TablePlan(chains, plan.dispatch)
+    return Ruleset(ruleset.interface, ruleset.zone, tables, ruleset.needs_forwarding)
+
+
 def _forwarding(zone: Zone) -> tuple[str, ...]:
     """The families whose forwarding the zone switches on: masquerade (IPv4) and
     forward-ports to another host, by the family of its address."""

@@ -72,9 +72,7 @@ def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> 
                     chain_name(interface, kind),
                     tuple(
                         _for_interface(spec, zone.name, interface)
-                        for spec in (
-                            _before_tail(specs, extra) if extra and kind == "in" else specs
-                        )
+                        for spec in (before_tail(specs, extra) if extra and kind == "in" else specs)
                     ),
                 )
                 for kind, specs in chains
@@ -87,11 +85,12 @@ def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> 
     return KernelPlan(interface, tables, zone.forwarding)
 
 
-def _before_tail(specs: tuple, extra: tuple) -> tuple:
+def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[0]) -> tuple:
     """`extra` inserted before an input chain's tail: its verdict, and the LOG rule before
-    it when the zone logs what it refuses (compile._tail)."""
-    tail = 2 if len(specs) >= 2 and specs[-2][0] == "LOG" else 1
-    return specs[:-tail] + tuple(extra) + specs[-tail:]
+    it when the zone logs what it refuses (compile._tail). `target` names a rule's target
+    (rules are specs here, rules.Rule values in compile.with_allowances)."""
+    tail = 2 if len(rules) >= 2 and target(rules[-2]) == "LOG" else 1
+    return rules[:-tail] + tuple(extra) + rules[-tail:]
 
 
 def _for_interface(spec: tuple, zone: str, interface: str) -> tuple:

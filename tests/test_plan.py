@@ -29,12 +29,14 @@ log-denied: true
 """
 
 
-def plan(interface: str, zone: str, config_dir: str = "/nonexistent") -> str:
+def plan(
+    interface: str, zone: str, config_dir: str = "/nonexistent", state_dir: str = NO_STATE
+) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "nm_zones", "plan", interface, zone],
         capture_output=True,
         text=True,
-        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR=NO_STATE),
+        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR=state_dir),
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -133,6 +135,18 @@ def _plan_rules(text: str) -> list[str]:
     return sorted(lines)
 
 
+def _applied_without_catchall(lab, family: str) -> list[str]:
+    """The kernel's nm-zones rules of the family, the catch-all's left out."""
+    applied = _chains_of(lab.save(family))
+    catchall = [
+        line
+        for line in applied
+        if "nmz-default" in line
+        or (line.startswith(("-A nmz-input ", "-A nmz-forward ")) and "-j RETURN" in line)
+    ]
+    return sorted(set(applied) - set(catchall))
+
+
 @pytest.mark.parametrize("zone", [*ZONES, "kitchen-sink"])
 def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
     os.makedirs(os.path.join(lab.config_dir, "zones.d"))
@@ -149,14 +163,7 @@ def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
     lab.flush_netfilter()
     lab.nm_zones("apply", link.name, zone)
     for family, text in both.items():
-        applied = _chains_of(lab.save(family))
-        catchall = [
-            line
-            for line in applied
-            if "nmz-default" in line
-            or (line.startswith(("-A nmz-input ", "-A nmz-forward ")) and "-j RETURN" in line)
-        ]
-        assert sorted(set(applied) - set(catchall)) == _plan_rules(text), family
+        assert _applied_without_catchall(lab, family) == _plan_rules(text), family
 
 
 @pytest.mark.parametrize("interface", ["eth0", "wlp3s0", "we@ird#n&me", "a-b.c_d"])
@@ -217,3 +224,8 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
         held = [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]
         assert held == expected, family
     assert view["kernel"] == "in place"
+    # and `plan` shows them: what apply would commit for the interface in that zone
+    after = parts(plan(link.name, "kitchen-sink", lab.config_dir, lab.state_dir))
+    for family, text in after.items():
+        assert _applied_without_catchall(lab, family) == _plan_rules(text), family
+        assert text != both[family]
