@@ -224,10 +224,28 @@ def cmd_plan(args) -> int:
     from .ifname import check_interface
 
     check_interface(args.interface)
-    ruleset = compile_interface(args.interface, *_loaded_zone(args.zone))
+    zone, config = _loaded_zone(args.zone)
+    ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
+
+
+def _with_runtime_allowances(ruleset, config):
+    """What `nm-zones allow` opened at runtime on the interface, or on every interface of
+    the zone, is part of what apply would commit."""
+    from .engine import allowed_for
+    from .state import StateDir
+
+    allowed = allowed_for(StateDir(_paths().state).load(), ruleset.interface, ruleset.zone)
+    if not allowed:
+        return ruleset
+    from .allowances import specs
+    from .compile import service_specs, with_allowances
+    from .layout import FAMILIES
+
+    services = {name: service_specs(service) for name, service in config.services.items()}
+    return with_allowances(ruleset, {f: specs(allowed, services, f) for f in FAMILIES})
 
 
 # -- commands that change the firewall ---------------------------------------------------
@@ -650,7 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_plan,
         "print the rules apply would commit: '# IPv4' then iptables-save text, '# IPv6' then "
         "ip6tables-save text, each loadable by iptables-legacy-restore --noflush "
-        "(declaring a chain flushes it: load it into a scratch namespace, not a live system)",
+        "(declaring a chain flushes it: load it into a scratch namespace, not a live system); "
+        "runtime allowances the interface has in that zone (nm-zones allow) included",
         "nm-zones plan eth0 public",
     )
     p.add_argument("interface")
