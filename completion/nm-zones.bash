@@ -5,8 +5,8 @@
 # installation keeps them in its package folder, and then `nm-zones zones` lists them.
 _nm_zones_shipped_dirs="/usr/share/nm-zones"
 
-_nm_zones_commands="zones show services check plan apply remove status reload gc assign
-default-zone enable disable serve install"
+_nm_zones_commands="zones show services check plan apply remove status allow revoke log reload
+gc assign default-zone enable disable serve install"
 
 # NAME for each NAME.yaml in the shipped and the admin's SUBDIR (zones.d, services.d).
 _nm_zones_yaml_names() {
@@ -77,7 +77,7 @@ _nm_zones() {
         word=${COMP_WORDS[i]}
         if [[ -z $command ]]; then
             [[ $word == -* ]] || command=$word
-        elif [[ $word != -* && ${COMP_WORDS[i-1]} != --root ]]; then
+        elif [[ $word != -* && ${COMP_WORDS[i-1]} != --@(root|zone|interface|for) ]]; then
             positionals+=("$word")
         fi
     done
@@ -91,16 +91,21 @@ _nm_zones() {
         return
     fi
 
-    if [[ $prev == --root ]]; then
-        COMPREPLY=($(compgen -d -- "$cur"))
-        return
-    fi
+    case $prev in
+        --root) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+        --zone) _nm_zones_reply "$cur" < <(_nm_zones_zones "$program"); return ;;
+        --interface) _nm_zones_reply "$cur" < <(_nm_zones_interfaces); return ;;
+        --for) COMPREPLY=($(compgen -W "30s 10m 1h 2h 1d" -- "$cur")); return ;;
+    esac
 
     local options="--help"
     case $command in
         zones | show | services | status) options+=" --json" ;;
         default-zone) options+=" --wired --wireless" ;;
         install) options+=" --root --uninstall" ;;
+        allow) options+=" --zone --interface --for --permanent" ;;
+        revoke) options+=" --zone --interface --permanent" ;;
+        log) options+=" --follow" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$options" -- "$cur"))

@@ -32,11 +32,28 @@ examples:
   nm-zones default-zone --wireless public unknown Wi-Fi networks get public
   nm-zones plan eth0 home                 the exact rules apply would commit
   nm-zones status                         what is applied where, and why
+  nm-zones status eth0                    everything open on eth0
+  nm-zones allow 8000/tcp --for 2h        open a port for a while (one interface bound)
+  nm-zones log --follow                   packets the zones refused and logged
 
 exit status: 0 success, 1 failure (not root, degraded, kernel error), 2 bad usage or config;
   status: 0 the kernel holds everything nm-zones should enforce, 1 anything differs, is
   degraded, applying, removing or missing, 3 nm-zones is disabled
 """
+
+
+ALLOW_DETAILS = """\
+Without --permanent the change is at runtime: it goes into the kernel at once, IPv4 and IPv6,
+for one interface (--interface) or for every interface bound to a zone (--zone), including
+interfaces bound to it later. It lasts until `nm-zones reload`, until the interface goes
+down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for: the
+kernel itself stops accepting at that moment (the `time` match), with no process running.
+Without --zone and --interface it applies to the one bound interface, when only one is.
+
+With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
+/etc/nm-zones/zones.d/ZONE.yaml (made from the shipped file when absent; comments and order
+are kept), the file is checked like any zone file, and the zone's interfaces are re-applied.
+A runtime allowance of a service opens its ports, not its conntrack helpers."""
 
 
 def _paths() -> Paths:
@@ -207,10 +224,28 @@ def cmd_plan(args) -> int:
     from .ifname import check_interface
 
     check_interface(args.interface)
-    ruleset = compile_interface(args.interface, *_loaded_zone(args.zone))
+    zone, config = _loaded_zone(args.zone)
+    ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
+
+
+def _with_runtime_allowances(ruleset, config):
+    """What `nm-zones allow` opened at runtime on the interface, or on every interface of
+    the zone, is part of what apply would commit."""
+    from .engine import allowed_for
+    from .state import StateDir
+
+    allowed = allowed_for(StateDir(_paths().state).load(), ruleset.interface, ruleset.zone)
+    if not allowed:
+        return ruleset
+    from .allowances import specs
+    from .compile import service_specs, with_allowances
+    from .layout import FAMILIES
+
+    services = {name: service_specs(service) for name, service in config.services.items()}
+    return with_allowances(ruleset, {f: specs(allowed, services, f) for f in FAMILIES})
 
 
 # -- commands that change the firewall ---------------------------------------------------
@@ -278,9 +313,48 @@ def cmd_reload(args) -> int:
         for problem in engine.compiled.problems:
             print(problem, file=sys.stderr)
         engine.degraded = True
-    status = _run_changes(engine, engine.reload, DISABLED)
+
+    def action(state) -> None:
+        state.allowances = []  # runtime allowances (nm-zones allow) end with a reload
+        engine.reload(state)
+
+    status = _run_changes(engine, action, DISABLED)
     _tell_service_reloaded()
     return status
+
+
+def cmd_allow(args) -> int:
+    """allow and revoke: WHAT and the options checked first (exit 2), the change under the
+    state lock (allow.py)."""
+    from .allow import Request, check_what, run
+    from .ifname import check_interface
+
+    if args.permanent and args.duration:
+        raise UsageError("--for and --permanent exclude each other: a permanent change has no end")
+    if args.command == "revoke" and args.duration:
+        raise UsageError("revoke takes no --for")
+    if args.interface:
+        check_interface(args.interface)
+    loaded = _loaded()
+    request = Request(args, check_what(args.what, loaded), loaded)
+    _need_root(args.command)
+    engine = _engine()
+    if args.zone and args.zone not in engine.known_zones():
+        raise unknown_zone(args.zone)
+    return _run_changes(engine, lambda state: run(engine, request, state), DISABLED)
+
+
+def cmd_log(args) -> int:
+    from .denied import show
+    from .ifname import check_interface
+    from .state import StateDir
+
+    if args.interface:
+        check_interface(args.interface)
+    paths = _paths()
+    with contextlib.suppress(KeyboardInterrupt):
+        show(StateDir(paths.state).load(), _loaded().config, args.interface, args.follow)
+    return EXIT_OK
 
 
 def _tell_service_reloaded() -> None:
@@ -325,59 +399,52 @@ def _kernel_word(held: bool | None) -> str:
     return {True: "in place", False: "DIFFERS", None: "unknown"}[held]
 
 
-def cmd_status(args) -> int:
+def status_row(engine, state, name: str, binding, root: bool) -> dict:
+    """One bound interface as `status` shows it; the kernel is asked only as root."""
     from .ifname import interface_index
-    from .state import StateDir
-    from .verify import kernel_holds
 
+    usable = engine.usable_zone(binding.zone)
+    held = None
+    if usable and root and binding.status == "applied":
+        from .engine import allowed_for, interface_plan
+        from .rules import Ruleset
+        from .verify import kernel_holds
+
+        allowed = allowed_for(state, name, usable.name)
+        plan = interface_plan(engine.compiled, name, usable, allowed)
+        held = kernel_holds(Ruleset.from_kernel_tables(name, usable.name, plan.tables))
+    return {
+        "interface": name,
+        "zone": binding.zone,
+        "reason": binding.reason,
+        "connection": binding.connection_id,
+        "connection_uuid": binding.connection_uuid,
+        "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(binding.since)),
+        "status": binding.status,
+        "present": interface_index(name) == binding.ifindex,
+        "kernel": _kernel_word(held),
+        "degraded": binding.degraded,
+        "flows_ended": binding.flows_ended,
+    }
+
+
+def cmd_status(args) -> int:
+    from .state import StateDir
+
+    if args.interface:
+        from .detail import show_interface
+
+        return show_interface(args)
     paths = _paths()
     state = StateDir(paths.state).load()
     disabled = paths.disabled
     engine = _engine()
     root = os.geteuid() == 0
-    rows = []
-    for name, binding in sorted(state.interfaces.items()):
-        usable = engine.usable_zone(binding.zone)
-        held = None
-        if usable and root and binding.status == "applied":
-            from .compiled import instantiate
-            from .rules import Ruleset
-
-            plan = instantiate(usable, name)
-            held = kernel_holds(Ruleset.from_kernel_tables(name, usable.name, plan.tables))
-        rows.append(
-            {
-                "interface": name,
-                "zone": binding.zone,
-                "reason": binding.reason,
-                "connection": binding.connection_id,
-                "connection_uuid": binding.connection_uuid,
-                "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(binding.since)),
-                "status": binding.status,
-                "present": interface_index(name) == binding.ifindex,
-                "kernel": _kernel_word(held),
-                "degraded": binding.degraded,
-                "flows_ended": binding.flows_ended,
-            }
-        )
-    catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
-    tables_changed: list[str] = []
-    if root and not disabled:
-        catchall["kernel"] = _kernel_word(_catchall_held(engine, state, kernel_holds))
-        tables_changed = _tables_changed(state)
-    problems = []
-    if state.lost:
-        problems.append(f"state lost: {state.lost}")
-    if None in state.kernel.values():
-        problems.append("a commit was interrupted (the next run of nm-zones finishes it)")
-    if not disabled and not state.catchall_zone:
-        problems.append("catch-all not installed (nm-zones reload)")
-    elif catchall["kernel"] == "DIFFERS":
-        problems.append("hooks or catch-all missing from the kernel (nm-zones reload)")
-    problems += [
-        f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
-        for table in tables_changed
+    rows = [
+        status_row(engine, state, name, binding, root)
+        for name, binding in sorted(state.interfaces.items())
     ]
+    catchall, problems = status_problems(engine, state, disabled, root)
     if args.json:
         _print_json(
             {
@@ -419,6 +486,32 @@ def cmd_status(args) -> int:
         r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
     )
     return EXIT_FAILURE if bad else EXIT_OK
+
+
+def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, list[str]]:
+    """The catch-all's row and what is wrong besides the interfaces: a lost state, an
+    interrupted commit, hooks or catch-all missing, tables another program changed."""
+    from .verify import kernel_holds
+
+    catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
+    tables_changed: list[str] = []
+    if root and not disabled:
+        catchall["kernel"] = _kernel_word(_catchall_held(engine, state, kernel_holds))
+        tables_changed = _tables_changed(state)
+    problems = []
+    if state.lost:
+        problems.append(f"state lost: {state.lost}")
+    if None in state.kernel.values():
+        problems.append("a commit was interrupted (the next run of nm-zones finishes it)")
+    if not disabled and not state.catchall_zone:
+        problems.append("catch-all not installed (nm-zones reload)")
+    elif catchall["kernel"] == "DIFFERS":
+        problems.append("hooks or catch-all missing from the kernel (nm-zones reload)")
+    problems += [
+        f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
+        for table in tables_changed
+    ]
+    return catchall, problems
 
 
 def _catchall_held(engine, state, kernel_holds) -> bool | None:
@@ -622,7 +715,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_plan,
         "print the rules apply would commit: '# IPv4' then iptables-save text, '# IPv6' then "
         "ip6tables-save text, each loadable by iptables-legacy-restore --noflush "
-        "(declaring a chain flushes it: load it into a scratch namespace, not a live system)",
+        "(declaring a chain flushes it: load it into a scratch namespace, not a live system); "
+        "runtime allowances the interface has in that zone (nm-zones allow) included",
         "nm-zones plan eth0 public",
     )
     p.add_argument("interface")
@@ -643,10 +737,61 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         cmd_status,
         "what is applied where, since when, why, whether the kernel still holds it, and how "
-        "many open flows the interface's last switch ended",
-        "nm-zones status --json",
+        "many open flows the interface's last switch ended; with IFACE, that interface in "
+        "full: everything open on it (services expanded to ports, runtime allowances and "
+        "their time left, forward-ports, masquerade)",
+        "nm-zones status --json\n  nm-zones status wlan0",
     )
+    p.add_argument("interface", nargs="?", metavar="IFACE", help="show this interface in full")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    for verb, summary, details, examples in (
+        (
+            "allow",
+            "open a port or a service now, for a while, or for good (root)",
+            ALLOW_DETAILS,
+            "nm-zones allow 8000/tcp --for 2h\n  nm-zones allow samba-client --zone home "
+            "--for 10m\n  nm-zones allow 60000-61000/udp --interface wlan0\n"
+            "  nm-zones allow https --zone work --permanent",
+        ),
+        (
+            "revoke",
+            "close again what allow opened (root)",
+            "revoke takes back the runtime allowance of the same scope (--interface, --zone,\n"
+            "or the one bound interface), or with --permanent removes WHAT from the admin's\n"
+            "zone file and re-applies the zone's interfaces.",
+            "nm-zones revoke 8000/tcp\n  nm-zones revoke https --zone work --permanent",
+        ),
+    ):
+        p = command(verb, cmd_allow, summary, examples)
+        p.description = f"{summary}\n\n{details}"
+        p.add_argument(
+            "what", metavar="WHAT", help="a service (nm-zones services), 8080/tcp or 6000-6010/udp"
+        )
+        scope = p.add_mutually_exclusive_group()
+        scope.add_argument("--zone", help="every interface bound to ZONE, now and later")
+        scope.add_argument("--interface", metavar="IFACE", help="this bound interface only")
+        if verb == "allow":
+            p.add_argument(
+                "--for",
+                dest="duration",
+                metavar="DURATION",
+                help="until DURATION from now: 30s, 10m, 2h, 1d (the kernel ends it)",
+            )
+        else:
+            p.set_defaults(duration=None)
+        p.add_argument(
+            "--permanent", action="store_true", help="change the zone's file and re-apply"
+        )
+    p = command(
+        "log",
+        cmd_log,
+        "the packets zones with log-denied: true refused, from the kernel log (journalctl -k "
+        "where the journal runs, else /dev/kmsg): time, interface, zone, protocol, "
+        "source -> port (root)",
+        "nm-zones log wlan0 --follow",
+    )
+    p.add_argument("interface", nargs="?", metavar="IFACE", help="only this interface")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new ones")
     command(
         "reload",
         cmd_reload,

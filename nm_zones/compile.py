@@ -74,6 +74,11 @@ def _service_rules(service: Service, family: str) -> list[Rule]:
     return rules
 
 
+def service_specs(service: Service) -> dict[str, tuple]:
+    """family -> the specs of the rules that open a service (runtime allowances)."""
+    return {family: tuple(r.spec() for r in _service_rules(service, family)) for family in FAMILIES}
+
+
 def _tail(zone: Zone, family: str, label: str, target: str = "") -> list[Rule]:
     """The end of a chain: what `target` (default: the zone's) does with the rest."""
     target = target or zone.target
@@ -254,6 +259,28 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
             )
         tables[family] = family_tables
     return Ruleset(interface, zone.name, tables, _forwarding(zone))
+
+
+def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
+    """The ruleset with runtime allowances' rules (family -> specs, allowances.specs) in its
+    input chain, where compiled.instantiate puts them: before the zone's tail."""
+    from .compiled import before_tail
+
+    chain = chain_name(ruleset.interface, "in")
+    tables = {}
+    for family, family_tables in ruleset.tables.items():
+        tables[family] = dict(family_tables)
+        added = tuple(Rule.from_spec(spec) for spec in extra.get(family, ()))
+        plan = family_tables.get("filter")
+        if plan and added:
+            chains = tuple(
+                (name, before_tail(rules, added, lambda rule: rule.target))
+                if name == chain
+                else (name, rules)
+                for name, rules in plan.chains
+            )
+            tables[family]["filter"] = TablePlan(chains, plan.dispatch)
+    return Ruleset(ruleset.interface, ruleset.zone, tables, ruleset.needs_forwarding)
 
 
 def _forwarding(zone: Zone) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from .layout import CHAIN_KINDS, log_prefix
 from .paths import Paths, config_fingerprint
 
 CACHE_FILE = "compiled"
-CACHE_VERSION = 3  # 2: forwarding names families; 3: and the settings
+CACHE_VERSION = 4  # 2: forwarding names families; 3: and the settings; 4: services' rules
 STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
 FALLBACK_ZONE = "block"
 
@@ -59,15 +59,21 @@ class KernelPlan:
         self.interface, self.tables, self.forwarding = interface, tables, forwarding
 
 
-def instantiate(zone: ZonePlan, interface: str) -> KernelPlan:
-    """The zone's rules for `interface`: its chain names, and its name in log prefixes."""
+def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> KernelPlan:
+    """The zone's rules for `interface`: its chain names, and its name in log prefixes;
+    `allowed` (family -> rule specs: runtime allowances, allowances.py) go into its input
+    chain just before the zone's tail."""
     tables = {}
     for key, (chains, dispatch) in zone.tables.items():
+        extra = allowed.get(key[0]) if allowed and key[1] == "filter" else None
         tables[key] = (
             tuple(
                 (
                     chain_name(interface, kind),
-                    tuple(_for_interface(spec, zone.name, interface) for spec in specs),
+                    tuple(
+                        _for_interface(spec, zone.name, interface)
+                        for spec in (before_tail(specs, extra) if extra and kind == "in" else specs)
+                    ),
                 )
                 for kind, specs in chains
             ),
@@ -77,6 +83,14 @@ def instantiate(zone: ZonePlan, interface: str) -> KernelPlan:
             ),
         )
     return KernelPlan(interface, tables, zone.forwarding)
+
+
+def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[0]) -> tuple:
+    """`extra` inserted before an input chain's tail: its verdict, and the LOG rule before
+    it when the zone logs what it refuses (compile._tail). `target` names a rule's target
+    (rules are specs here, rules.Rule values in compile.with_allowances)."""
+    tail = 2 if len(rules) >= 2 and target(rules[-2]) == "LOG" else 1
+    return rules[:-tail] + tuple(extra) + rules[-tail:]
 
 
 def _for_interface(spec: tuple, zone: str, interface: str) -> tuple:
@@ -104,6 +118,8 @@ class CompiledConfig:
         self.zones = {name: ZonePlan(zone) for name, zone in data["zones"].items()}
         self.catchall: dict = data["catchall"]  # zone, digest, degraded, tables; or error
         self.settings: dict = data["settings"]  # nm-zones.yaml by its keys (model.Settings)
+        # service -> family -> its input rules' specs, for runtime allowances (allowances.py)
+        self.services: dict[str, dict[str, tuple]] = data["services"]
 
     def zone_for(self, key: str) -> str | None:
         """The zone the map gives a connection UUID or name."""
@@ -179,7 +195,7 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
 
 def build(loaded, paths: Paths) -> dict:
     """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
-    from .compile import compile_catchall, compile_interface
+    from .compile import compile_catchall, compile_interface, service_specs
 
     config = loaded.config
     shipped = []  # loaded when a broken zone needs a stand-in
@@ -237,6 +253,7 @@ def build(loaded, paths: Paths) -> dict:
         "zones": zones,
         "catchall": catchall,
         "settings": config.settings.plain(),
+        "services": {name: service_specs(s) for name, s in config.services.items()},
     }
 
 

@@ -80,6 +80,10 @@ class Engine:
             self._netfilter = Netfilter(self.paths.state)
         return self._netfilter
 
+    def config_changed(self) -> None:
+        """nm-zones itself changed a config file (allow --permanent): read it afresh."""
+        self._compiled, self.use_cache, self._catchall_checked = None, False, False
+
     def known_zones(self) -> set[str]:
         """Zones that exist, loadable or not (a broken zone still exists: it is not renamed)."""
         return self.compiled.known_zones()
@@ -171,9 +175,11 @@ class Engine:
         connection: Connection | None = None,
         state: State | None = None,
         inputs: str = "",
+        why: str = "",
     ) -> Change | None:
         """Bind `interface` to `zone_name`; returns the change made, None for a no-op.
-        `inputs` records what decided it, for the quick path of the next event."""
+        `inputs` records what decided it, for the quick path of the next event; `why`
+        replaces the reason in the change record (a runtime allowance, allow.py)."""
         check_interface(interface)
         if matches_exempt(interface, self.compiled.exempt_interfaces):
             raise UsageError(
@@ -203,8 +209,12 @@ class Engine:
             fallback = usable.fallback or "using the shipped map"
             degraded = "; ".join([*problems, fallback])
             self.warn(f"{interface}: {degraded}")
-        # the rules are a pure function of the interface name and the zone's rules
-        digest = fingerprint(f"{interface}\n{usable.digest}")
+        # the rules are a pure function of the interface name, the zone's rules and the
+        # runtime allowances that reach it
+        if state.allowances:
+            forget_allowances(state, interface, keep_zone=usable.name)
+        allowed = allowed_for(state, interface, usable.name)
+        digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == "applied" and old.digest == digest and old.ifindex == ifindex:
             if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
@@ -220,7 +230,7 @@ class Engine:
                 self.save(state)
             return None
         started = time.monotonic()
-        plan = instantiate(usable, interface)
+        plan = interface_plan(self.compiled, interface, usable, allowed)
         new_tables = sorted(plan.tables)
         previous = old.table_set() if old else None
         binding = Binding(
@@ -245,11 +255,14 @@ class Engine:
         binding.tables = [list(t) for t in new_tables]
         binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
-        why = reason
-        if old and old.zone == usable.name and old.status == "applied":
+        if why:
+            pass  # the caller says what changed (an allowance)
+        elif old and old.zone == usable.name and old.status == "applied":
             why = f"{reason}; the zone's rules changed"
         elif old and old.status == "applying":
             why = f"{reason}; repairing an interrupted apply"
+        else:
+            why = reason
         return self._changed(
             Change(
                 interface,
@@ -288,6 +301,7 @@ class Engine:
             self.save(state, committing=old.table_set() or ALL_TABLES)
             self.netfilter.remove(interface, old.table_set() or None)
         del state.interfaces[interface]
+        forget_allowances(state, interface)  # a `down` forgets what `allow` opened on it
         self.save(state)
         return self._changed(
             Change(interface, old.zone, "", reason, old.connection_id, _ms(started))
@@ -314,6 +328,40 @@ class Engine:
             self.ensure_catchall(state)
         except KernelError as error:  # the interface of this run is still journaled first
             self.failed("catch-all", state, error)
+        if state.allowances:
+            self.expire_allowances(state)
+
+    def expire_allowances(self, state: State) -> None:
+        """Runtime allowances past their deadline (the kernel already ignores their rules)
+        leave the state, and the interfaces they reached are committed without them."""
+        from .allowances import expired
+
+        now = time.time()
+        gone = [a for a in state.allowances if expired(a, now)]
+        if not gone:
+            return
+        state.allowances = [a for a in state.allowances if not expired(a, now)]
+        self.save(state)
+        for name, binding in sorted(state.interfaces.items()):
+            if binding.status != "applied":
+                continue
+            ended = sorted({a[2] for a in gone if a[1] == binding.zone and a[0] in ("", name)})
+            if not ended:
+                continue
+            self.reapply(name, state, f"{', '.join(ended)} expired")
+
+    def reapply(self, name: str, state: State, why: str) -> Change | None:
+        """Commit a bound interface again as it is bound (its allowances changed); an error
+        is said and marked on it, and the caller goes on with the others."""
+        binding = state.interfaces[name]
+        connection = recorded_connection(binding)
+        try:
+            return self.apply_interface(
+                name, binding.zone, binding.reason, connection, state, binding.inputs, why
+            )
+        except (KernelError, OSError, UsageError) as error:
+            self.failed(name, state, error)
+            return None
 
     def reconcile(self, state: State) -> None:
         """Rebuild every table whose nm-zones rules differ from the view recorded after
@@ -354,9 +402,10 @@ class Engine:
             if binding.status not in IN_KERNEL or (family, table) not in binding.table_set():
                 continue
             usable = self.usable_zone(binding.zone) or self.usable_zone(FALLBACK_ZONE)
-            if fingerprint(f"{name}\n{usable.digest}") != binding.digest:
+            allowed = allowed_for(state, name, usable.name)
+            if interface_digest(name, usable, allowed) != binding.digest:
                 binding.digest = ""  # its other tables may be older: apply it whole again
-            plans.append(instantiate(usable, name))
+            plans.append(interface_plan(self.compiled, name, usable, allowed))
         self.netfilter.rebuild(family, table, plans)
         self._keep_entries()
         self.save(state)
@@ -460,6 +509,43 @@ class Engine:
                 self.apply_interface(name, zone, reason, connection, state)
             except (KernelError, OSError) as error:
                 self.failed(name, state, error)
+
+
+def allowed_for(state: State, interface: str, zone: str) -> tuple:
+    """The runtime allowances that reach `interface` bound to `zone` (allowances.py)."""
+    if not state.allowances:
+        return ()
+    from .allowances import effective
+
+    return effective(state.allowances, interface, zone)
+
+
+def forget_allowances(state: State, interface: str, keep_zone: str = "") -> None:
+    """Drop `interface`'s own allowances (those granted under `keep_zone` stay)."""
+    state.allowances = [
+        a for a in state.allowances if a[0] != interface or (keep_zone and a[1] == keep_zone)
+    ]
+
+
+def interface_digest(interface: str, usable: ZonePlan, allowed: tuple = ()) -> str:
+    """What an interface's rules are a function of: its name, its zone's rules and the
+    allowances that reach it (an interface without any keeps the digest it always had)."""
+    extra = ""
+    if allowed:
+        from .allowances import digest_text
+
+        extra = digest_text(allowed)
+    return fingerprint(f"{interface}\n{usable.digest}{extra}")
+
+
+def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, allowed=()):
+    """The kernel plan of `interface` in zone `usable`, with its allowances' rules."""
+    if not allowed:
+        return instantiate(usable, interface)
+    from .allowances import specs
+
+    extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
+    return instantiate(usable, interface, extra)
 
 
 def describe(error: Exception) -> str:

@@ -20,7 +20,7 @@ from .files import UntrustedFile, read_trusted, write_atomically
 from .locks import file_lock
 
 STATE_FILE = "state"
-STATE_VERSION = 4
+STATE_VERSION = 5  # 5: runtime allowances (allow.py)
 LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
@@ -95,7 +95,7 @@ class State:
     """Every binding, the zone of the catch-all for interfaces no zone claims, and the view of
     each table nm-zones last committed."""
 
-    __slots__ = ("catchall_digest", "catchall_zone", "interfaces", "kernel", "lost")
+    __slots__ = ("allowances", "catchall_digest", "catchall_zone", "interfaces", "kernel", "lost")
 
     def __init__(
         self,
@@ -103,12 +103,16 @@ class State:
         catchall_zone: str = "",
         catchall_digest: str = "",
         kernel: dict | None = None,
+        allowances: list | None = None,
     ):
         self.interfaces = interfaces if interfaces is not None else {}
         self.catchall_zone = catchall_zone
         self.catchall_digest = catchall_digest
         self.kernel: dict[tuple[str, str], dict] = kernel if kernel is not None else {}
         self.lost = ""  # why the state file could not be read (never saved)
+        # runtime allowances (allow.py): (interface or "" for the whole zone, zone, what,
+        # deadline in epoch seconds or 0), as committed with the interfaces they reach
+        self.allowances: list[tuple[str, str, str, int]] = allowances or []
 
     def as_dict(self) -> dict:
         """The state as plain values, for `status --json` and tests."""
@@ -117,6 +121,7 @@ class State:
             "interfaces": {name: b.as_dict() for name, b in sorted(self.interfaces.items())},
             "kernel": {f"{family} {table}": view for (family, table), view in self.kernel.items()},
             "lost": self.lost,
+            "allowances": [list(allowance) for allowance in self.allowances],
         }
 
     def dumps(self) -> bytes:
@@ -132,25 +137,28 @@ class State:
                     for name, b in self.interfaces.items()
                 },
                 self.kernel,
+                tuple(self.allowances),
             )
         )
 
     @classmethod
     def loads(cls, data: bytes) -> State:
         """The state from its file; a version-3 file (no kernel views) is read too: its tables
-        are then rebuilt once, as for any table whose view is unknown."""
+        are then rebuilt once, as for any table whose view is unknown; a version-4 file has
+        no allowances."""
         document = marshal.loads(data)
         version, fields, catchall, interfaces = document[:4]
-        if version not in (3, STATE_VERSION) or fields != Binding.__slots__:
+        if version not in (3, 4, STATE_VERSION) or fields != Binding.__slots__:
             raise ValueError(f"state file of another version ({version})")
-        kernel = document[4] if version == STATE_VERSION else {}
+        kernel = document[4] if version >= 4 else {}
         if not isinstance(kernel, dict):
             raise ValueError("state file without kernel views")
+        allowances = [tuple(a) for a in document[5]] if version >= 5 else []
         bindings = {
             name: Binding(**dict(zip(fields, values, strict=True)))
             for name, values in interfaces.items()
         }
-        return cls(bindings, *catchall, kernel)
+        return cls(bindings, *catchall, kernel, allowances)
 
 
 class StateDir:

@@ -30,12 +30,14 @@ log-denied: true
 """
 
 
-def plan(interface: str, zone: str, config_dir: str = "/nonexistent") -> str:
+def plan(
+    interface: str, zone: str, config_dir: str = "/nonexistent", state_dir: str = NO_STATE
+) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "nm_zones", "plan", interface, zone],
         capture_output=True,
         text=True,
-        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR=NO_STATE),
+        env=base_env(NM_ZONES_CONFIG_DIR=config_dir, NM_ZONES_STATE_DIR=state_dir),
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -134,6 +136,18 @@ def _plan_rules(text: str) -> list[str]:
     return sorted(lines)
 
 
+def _applied_without_catchall(lab, family: str) -> list[str]:
+    """The kernel's nm-zones rules of the family, the catch-all's left out."""
+    applied = _chains_of(lab.save(family))
+    catchall = [
+        line
+        for line in applied
+        if "nmz-default" in line
+        or (line.startswith(("-A nmz-input ", "-A nmz-forward ")) and "-j RETURN" in line)
+    ]
+    return sorted(set(applied) - set(catchall))
+
+
 @pytest.mark.parametrize("zone", [*ZONES, "kitchen-sink"])
 def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
     os.makedirs(os.path.join(lab.config_dir, "zones.d"))
@@ -150,14 +164,7 @@ def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
     lab.flush_netfilter()
     lab.nm_zones("apply", link.name, zone)
     for family, text in both.items():
-        applied = _chains_of(lab.save(family))
-        catchall = [
-            line
-            for line in applied
-            if "nmz-default" in line
-            or (line.startswith(("-A nmz-input ", "-A nmz-forward ")) and "-j RETURN" in line)
-        ]
-        assert sorted(set(applied) - set(catchall)) == _plan_rules(text), family
+        assert _applied_without_catchall(lab, family) == _plan_rules(text), family
 
 
 @pytest.mark.parametrize("interface", ["eth0", "wlp3s0", "we@ird#n&me", "a-b.c_d"])
@@ -186,3 +193,40 @@ def test_compiled_zone_instantiated_for_an_interface_is_its_plan(tmp_path, inter
         assert sorted(plan.tables) == sorted(
             (f, t) for f, tables in expected.tables.items() for t in tables
         )
+
+
+def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
+    """An allowance is plan text too: `allow` puts its rules (a port with a deadline, a
+    service expanded) into the input chain just before the zone's LOG rule and verdict, in
+    both families, and the kernel holds exactly that text (what `status` compares)."""
+    import json
+    import time
+
+    os.makedirs(os.path.join(lab.config_dir, "zones.d"))
+    with open(os.path.join(lab.config_dir, "zones.d", "kitchen-sink.yaml"), "w") as stream:
+        stream.write(CUSTOM_ZONE)
+    link = lab.add_link("eth0")
+    both = parts(plan(link.name, "kitchen-sink", lab.config_dir))
+    lab.nm_zones("apply", link.name, "kitchen-sink")
+    lab.nm_zones("allow", "9090/tcp", "--interface", link.name, "--for", "1h")
+    lab.nm_zones("allow", "http", "--interface", link.name)
+    view = json.loads(lab.nm_zones("status", link.name, "--json").stdout)
+    (deadline,) = [a["deadline"] for a in view["allowances"] if a["what"] == "9090/tcp"]
+    stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(deadline - 1))
+    prefix = f"-A nmz-if-{link.name}-in "
+    added = [
+        f"{prefix}-p tcp -m tcp --dport 9090 -m time --datestop {stop} -j ACCEPT",
+        f"{prefix}-p tcp -m tcp --dport 80 -j ACCEPT",
+    ]
+    for family, text in both.items():
+        planned = [line for line in text.splitlines() if line.startswith(prefix)]
+        assert planned[-2].startswith(f"{prefix}-m limit") and "-j LOG" in planned[-2]
+        expected = planned[:-2] + added + planned[-2:]
+        held = [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]
+        assert held == expected, family
+    assert view["kernel"] == "in place"
+    # and `plan` shows them: what apply would commit for the interface in that zone
+    after = parts(plan(link.name, "kitchen-sink", lab.config_dir, lab.state_dir))
+    for family, text in after.items():
+        assert _applied_without_catchall(lab, family) == _plan_rules(text), family
+        assert text != both[family]

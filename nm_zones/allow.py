@@ -1,0 +1,257 @@
+"""`nm-zones allow` and `nm-zones revoke`: open a port or a service now, for a while, or for
+good, on one interface or on every interface of a zone.
+
+A runtime change (allowances.py) lives in the state and in the kernel, committed with the
+interface's chains; `--permanent` edits the admin's zone file (zonefile.py) and re-applies
+like `reload`. Every change runs under the state lock after engine.prepare (cli._run_changes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from .allowances import FOREVER, effective, expired
+from .engine import IN_KERNEL, Engine
+from .errors import UsageError, unknown_zone
+from .log import to_syslog
+from .state import State
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SECONDS = 366 * 86400
+
+
+def parse_duration(text: str) -> int:
+    """`30s`, `10m`, `2h`, `1d` (a bare number is seconds) in seconds."""
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:] in UNITS else "s"
+    number = value[:-1] if value[-1:] in UNITS else value
+    if not number.isdigit() or not 0 < int(number) * UNITS[unit] <= MAX_SECONDS:
+        raise UsageError(
+            f"--for {text!r}: give a duration such as 30s, 10m, 2h or 1d (at most 366d)"
+        )
+    return int(number) * UNITS[unit]
+
+
+def check_what(text: str, loaded) -> str:
+    """WHAT in its canonical form (`8080/tcp`, `60000-61000/udp`, or a service name),
+    validated with the zone files' own messages."""
+    from .config import SERVICE_NAME, _FileChecker, _hint
+
+    item = text.strip()
+    if "/" in item or item[:1].isdigit():
+        check = _FileChecker("WHAT")
+        port = check.port(0, "", item)
+        if port is None:
+            raise UsageError(check.problems[0].message)
+        return str(port)
+    services = loaded.config.services
+    if not SERVICE_NAME.match(item):
+        raise UsageError(f"{item!r} is neither a service name nor a port such as 8080/tcp")
+    if item not in services:
+        raise UsageError(f"unknown service {item!r} ({_hint(item, services)})")
+    return item
+
+
+def port_covered(what: str, ports) -> bool:
+    """Whether the port or range `what` lies within one of `ports` (model.PortRange)."""
+    numbers, _, protocol = what.rpartition("/")
+    first, _, last = numbers.partition("-")
+    first, last = int(first), int(last or first)
+    return any(p.protocol == protocol and p.first <= first and last <= p.last for p in ports)
+
+
+def opened_by_zone(zone, what: str, config) -> str:
+    """How the zone's own definition already opens `what`, or ""."""
+    if zone is None:
+        return ""
+    if zone.target == "accept":
+        return "it accepts everything"
+    if "/" not in what:
+        return "it lists the service" if what in zone.services else ""
+    if port_covered(what, zone.ports):
+        return "its ports"
+    for name in zone.services:
+        if port_covered(what, config.services[name].ports):
+            return f"service {name}"
+    return ""
+
+
+def until_text(deadline: int) -> str:
+    """` until 16:40`, with seconds when near, with the date when not today."""
+    if deadline == FOREVER:
+        return ""
+    moment = time.localtime(deadline)
+    if time.strftime("%Y-%m-%d", moment) != time.strftime("%Y-%m-%d"):
+        return time.strftime(" until %Y-%m-%d %H:%M", moment)
+    near = deadline - time.time() < 3600
+    return time.strftime(" until %H:%M:%S" if near else " until %H:%M", moment)
+
+
+def remaining_text(seconds: float) -> str:
+    """`1h 5m left`, `42s left`."""
+    seconds = max(0, int(seconds))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    if seconds or not parts:
+        parts.append(f"{seconds}s")
+    return " ".join(parts[:2]) + " left"
+
+
+class Request:
+    """One allow or revoke, as the command line gave it."""
+
+    def __init__(self, args, what: str, loaded):
+        self.grant = args.command == "allow"
+        self.what = what
+        self.zone = args.zone or ""
+        self.interface = args.interface or ""
+        self.seconds = parse_duration(args.duration) if args.duration else 0
+        self.permanent = args.permanent
+        self.loaded = loaded
+        self.note = ""  # said when the scope was chosen for the user
+
+    def resolve(self, state: State) -> None:
+        """The interface or zone the change is for (exactly one bound interface: that one)."""
+        bound = {name: b for name, b in sorted(state.interfaces.items()) if b.status in IN_KERNEL}
+        if self.interface:
+            binding = bound.get(self.interface)
+            if binding is None:
+                raise UsageError(f"{self.interface} is not bound to a zone (see: nm-zones status)")
+            self.zone = binding.zone
+        elif not self.zone:
+            if len(bound) != 1:
+                names = ", ".join(bound) or "none"
+                raise UsageError(
+                    f"give --zone ZONE or --interface IFACE (interfaces bound: {names})"
+                )
+            self.interface, binding = next(iter(bound.items()))
+            self.zone = binding.zone
+            self.note = f" ({self.interface} is the only interface bound)"
+
+    def label(self, interface: str) -> str:
+        return f"{interface} ({self.zone})" if interface else f"zone {self.zone}"
+
+
+def run(engine: Engine, request: Request, state: State) -> None:
+    """The change, under the state lock after engine.prepare; what it says goes with the
+    engine's changes (printed by cli._run_changes)."""
+    request.resolve(state)
+    if request.permanent:
+        _permanent(engine, request, state)
+    elif request.grant:
+        _allow(engine, request, state)
+    else:
+        _revoke(engine, request, state)
+
+
+def _say(engine: Engine, line: str) -> None:
+    engine.changes.append(line)
+
+
+def _reached(request: Request, state: State) -> list[str]:
+    """The bound interfaces a runtime change of this scope reaches."""
+    if request.interface:
+        return [request.interface]
+    return [
+        name
+        for name, b in sorted(state.interfaces.items())
+        if b.status == "applied" and b.zone == request.zone
+    ]
+
+
+def _allow(engine: Engine, request: Request, state: State) -> None:
+    zone = request.loaded.config.zones.get(request.zone)
+    how = opened_by_zone(zone, request.what, request.loaded.config)
+    label = request.label(request.interface)
+    if how:
+        _say(engine, f"{label}: {request.what} is already allowed by the zone ({how})")
+        return
+    deadline = math.ceil(time.time() + request.seconds) if request.seconds else FOREVER
+    key = (request.interface, request.zone, request.what)
+    current = [a for a in state.allowances if a[:3] == key and not expired(a)]
+    if current and current[0][3] == deadline:
+        _say(engine, f"{label}: {request.what} is already allowed{until_text(deadline)}")
+        return
+    state.allowances = [a for a in state.allowances if a[:3] != key] + [(*key, deadline)]
+    said = f"{request.what} allowed{until_text(deadline)}"
+    _commit(engine, request, state, said)
+
+
+def _revoke(engine: Engine, request: Request, state: State) -> None:
+    key = (request.interface, request.zone, request.what)
+    label = request.label(request.interface)
+    if not any(a[:3] == key for a in state.allowances):
+        zone = request.loaded.config.zones.get(request.zone)
+        how = opened_by_zone(zone, request.what, request.loaded.config)
+        if how:
+            hint = f"the zone itself allows it ({how}): nm-zones revoke {request.what} "
+            hint += f"--permanent --zone {request.zone}"
+        elif request.interface and any(
+            a[:3] == ("", request.zone, request.what) for a in state.allowances
+        ):
+            hint = f"it is allowed for all of zone {request.zone}: nm-zones revoke "
+            hint += f"{request.what} --zone {request.zone}"
+        else:
+            hint = "nothing allowed it at runtime"
+        _say(engine, f"{label}: {request.what} not revoked: {hint}")
+        return
+    state.allowances = [a for a in state.allowances if a[:3] != key]
+    _commit(engine, request, state, f"{request.what} revoked")
+
+
+def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
+    """Commit the interfaces the change reaches (their digests include their allowances);
+    say one line per interface."""
+    reached = _reached(request, state)
+    if not reached:
+        engine.save(state)
+        line = f"{request.label('')}: {said} (no interface is bound to it now"
+        line += "; it reaches those bound later)" if request.grant else ")"
+        to_syslog(line)
+        _say(engine, line)
+        return
+    for name in reached:
+        binding = state.interfaces[name]
+        warnings = len(engine.warnings)
+        change = engine.reapply(name, state, said)
+        if change is not None:
+            engine.changes.remove(change)
+        elif len(engine.warnings) > warnings:
+            continue  # not committed (its warning says why): no line claims it was
+        line = f"{request.label(name)}: {said}"
+        still = [w for w, _ in effective(state.allowances, name, binding.zone)]
+        if not request.grant and request.what in still:
+            line += f"; still allowed for all of zone {request.zone}"
+        _say(engine, line + request.note)
+    engine.save(state)
+
+
+def _permanent(engine: Engine, request: Request, state: State) -> None:
+    """Edit the admin's zone file, then re-apply as `reload` does."""
+    from .zonefile import edit_zone_file
+
+    if request.zone not in engine.known_zones():
+        raise unknown_zone(request.zone)
+    key = "ports" if "/" in request.what else "services"
+    path = edit_zone_file(engine.paths, request.zone, key, request.what, request.grant)
+    label = f"zone {request.zone}"
+    if path is None:
+        zone = request.loaded.config.zones.get(request.zone)
+        if request.grant:
+            how = opened_by_zone(zone, request.what, request.loaded.config)
+            _say(engine, f"{label}: {request.what} is already allowed ({how or 'its file'})")
+        else:
+            how = opened_by_zone(zone, request.what, request.loaded.config)
+            extra = f"; it comes with {how}" if how.startswith("service") else ""
+            _say(engine, f"{label}: {request.what} is not in its {key}{extra}")
+        return
+    verb = "allowed" if request.grant else "revoked"
+    line = f"{label}: {request.what} {verb} permanently ({path})"
+    to_syslog(line)
+    _say(engine, line)
+    engine.config_changed()
+    engine.reload(state)

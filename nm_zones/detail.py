@@ -1,0 +1,194 @@
+"""`nm-zones status IFACE`: one interface in full, everything open on it in one list.
+
+The zone's services expanded to their ports, its own ports and protocols, the runtime
+allowances that reach the interface with their remaining time, forward-ports, masquerade;
+and the binding (zone, why, since, connection) with whether the kernel holds its rules. The
+exit status is `status`'s, for this interface plus the hooks and the catch-all.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+TARGETS = {
+    "default": "accept what is listed, reject the rest",
+    "accept": "accept everything",
+    "reject": "refuse everything with an ICMP error",
+    "drop": "drop everything silently",
+}
+
+
+def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
+    """What is open, one entry per service, port, protocol and runtime allowance."""
+    from .allowances import FOREVER
+
+    entries = []
+    if zone_view:
+        for name, service in zone_view["services"].items():
+            entries.append(
+                {
+                    "what": name,
+                    "opens": service["ports"]
+                    + [f"from {p}" for p in service["source-ports"]]
+                    + service["protocols"],
+                    "from": "zone",
+                }
+            )
+        entries += [{"what": p, "opens": [p], "from": "zone"} for p in zone_view["ports"]]
+        entries += [{"what": p, "opens": [p], "from": "zone"} for p in zone_view["protocols"]]
+    for what, deadline, scope in allowed:
+        if deadline != FOREVER and deadline <= now:
+            continue  # the kernel no longer accepts it; the next run drops it
+        service = zone_view["all_services"].get(what) if zone_view else None
+        opens = [what] if "/" in what else (service["ports"] if service else [])
+        entries.append(
+            {
+                "what": what,
+                "opens": opens,
+                "from": "runtime",
+                "scope": scope,
+                "deadline": deadline or None,
+                "remaining_seconds": int(deadline - now) if deadline else None,
+            }
+        )
+    return entries
+
+
+def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, str]]:
+    from .allowances import effective
+
+    mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
+    return [
+        (what, deadline, "interface" if what in mine else "zone")
+        for what, deadline in effective(state.allowances, interface, zone)
+    ]
+
+
+def show_interface(args) -> int:
+    from .cli import (
+        EXIT_DISABLED,
+        EXIT_FAILURE,
+        EXIT_OK,
+        _engine,
+        _loaded,
+        _print_json,
+        _service_view,
+        _zone_view,
+        status_problems,
+        status_row,
+    )
+    from .errors import UsageError
+    from .ifname import check_interface, interface_index, matches_exempt
+    from .state import StateDir
+
+    name = args.interface
+    check_interface(name)
+    engine = _engine()
+    paths = engine.paths
+    state = StateDir(paths.state).load()
+    disabled = paths.disabled
+    root = os.geteuid() == 0
+    binding = state.interfaces.get(name)
+    if binding is None and not interface_index(name):
+        raise UsageError(f"no interface named {name!r} is bound or present")
+    catchall, problems = status_problems(engine, state, disabled, root)
+    loaded = _loaded()
+    config = loaded.config
+    exempt = binding is None and matches_exempt(name, engine.compiled.exempt_interfaces)
+    if binding is not None:
+        row = status_row(engine, state, name, binding, root)
+        zone_name = binding.zone
+    else:
+        zone_name = "" if exempt else state.catchall_zone
+        row = {
+            "interface": name,
+            "zone": zone_name,
+            "reason": "exempt-interfaces" if exempt else "not bound: the catch-all",
+            "status": "exempt" if exempt else "catch-all",
+            "kernel": catchall["kernel"],
+            "degraded": "",
+        }
+    zone = config.zones.get(zone_name)
+    zone_view = None
+    if zone is not None:
+        zone_view = _zone_view(zone, config)
+        zone_view["all_services"] = {n: _service_view(s) for n, s in config.services.items()}
+    allowed = _allowed_with_scope(state, name, zone_name) if binding is not None else []
+    now = time.time()
+    row["open"] = open_list(zone_view, allowed, now)
+    row["allowances"] = [e for e in row["open"] if e["from"] == "runtime"]
+    if zone_view:
+        for key in ("target", "forward-ports", "masquerade", "log-denied", "icmp-blocks"):
+            row[key.replace("-", "_")] = zone_view[key]
+    if args.json:
+        _print_json({**row, "enabled": not disabled, "catchall": catchall, "problems": problems})
+    else:
+        _print_interface(row, zone_view, problems, disabled)
+    if disabled:
+        return EXIT_DISABLED
+    bad = problems or (
+        binding is not None
+        and (row["degraded"] or row["kernel"] == "DIFFERS" or row["status"] != "applied")
+    )
+    return EXIT_FAILURE if bad else EXIT_OK
+
+
+def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool) -> None:
+    from .allow import remaining_text, until_text
+    from .cli import printable
+
+    lines = []
+    if disabled:
+        lines.append("nm-zones is disabled (nm-zones enable)")
+    lines += problems
+    if row["status"] == "exempt":
+        lines.append(f"{row['interface']}: exempt (exempt-interfaces): nm-zones does not filter it")
+        print("\n".join(printable(line) for line in lines))
+        return
+    head = f"{row['interface']}: zone {row['zone'] or '-'} ({row['reason']})"
+    if row.get("since"):
+        head += f", since {row['since']}"
+    if row.get("connection"):
+        head += f", connection {row['connection']!r}"
+    lines.append(head)
+    lines.append(f"  kernel:       {row['kernel']}")
+    if row["status"] not in ("applied", "catch-all"):
+        lines.append(f"  state:        {row['status'].upper()}")
+    if row["degraded"]:
+        lines.append(f"  DEGRADED:     {row['degraded']}")
+    if row.get("flows_ended"):
+        lines.append(f"  flows ended:  {row['flows_ended']} at its last switch")
+    if zone_view is None:
+        lines.append("  (its zone cannot be loaded: see nm-zones check)")
+        print("\n".join(printable(line) for line in lines))
+        return
+    lines.append(f"  target:       {zone_view['target']} ({TARGETS[zone_view['target']]})")
+    label = "  open:        "
+    for entry in row["open"]:
+        text = entry["what"]
+        opens = [o for o in entry["opens"] if o != entry["what"]]
+        if opens:
+            text += " " + " ".join(opens)
+        if entry["from"] == "runtime":
+            scope = "this interface" if entry["scope"] == "interface" else "its zone"
+            text += f"  (runtime, {scope}"
+            if entry["deadline"]:
+                text += f",{until_text(entry['deadline'])}, "
+                text += remaining_text(entry["remaining_seconds"])
+            lines.append(f"{label} {text})")
+        else:
+            lines.append(f"{label} {text}")
+        label = " " * len(label)
+    if not row["open"]:
+        lines.append(f"{label} nothing (besides replies and ICMP)")
+    for forward in zone_view["forward-ports"]:
+        to = (forward["to-addr"] or "") + (f":{forward['to-port']}" if forward["to-port"] else "")
+        lines.append(f"  forward-port: {forward['port']} -> {to}")
+    if zone_view["masquerade"]:
+        lines.append("  masquerade:   yes (IPv4)")
+    if zone_view["icmp-blocks"]:
+        lines.append(f"  icmp-blocks:  {' '.join(zone_view['icmp-blocks'])}")
+    lines.append(f"  log-denied:   {'yes (nm-zones log)' if zone_view['log-denied'] else 'no'}")
+    sys.stdout.write("".join(printable(line) + "\n" for line in lines))
