@@ -28,6 +28,7 @@ HOOK_NAMES = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
 INFO_SIZE = 84  # struct ipt_getinfo
 ENTRIES_HEADER = 40  # struct ipt_get_entries, up to its 8-byte aligned entry table
 PREFIX = "nmz-"
+READ_ATTEMPTS = 20
 
 
 class ReadError(OSError):
@@ -44,7 +45,20 @@ def loaded_tables(family: str) -> set[str]:
 
 
 def table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
-    """(hook entry offsets, the table's entries) as the kernel hands them to iptables-save."""
+    """(hook entry offsets, the table's entries) as the kernel hands them to iptables-save;
+    read again when another program replaced the table between the two reads (EAGAIN)."""
+    import errno
+
+    for _ in range(READ_ATTEMPTS - 1):
+        try:
+            return _table_blob(family, table)
+        except ReadError as error:
+            if error.errno != errno.EAGAIN:
+                raise
+    return _table_blob(family, table)
+
+
+def _table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
     import ctypes
     from _socket import AF_INET, AF_INET6, SOCK_RAW, socket
 
