@@ -294,9 +294,20 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(nm):
         20,
         what="the notification",
     )
-    strings = calls[0]
-    assert strings[:2] == ["nm-zones", "network-wired"] and strings[2] == summary, strings
-    assert strings[4:12] == ["home", "Home", "work", "Work", "public", "Public", "block", "Block"]
+    asked = calls[0]
+    assert (asked["app"], asked["icon"], asked["summary"]) == ("nm-zones", "network-wired", summary)
+    assert asked["body"] == "Which zone should this network have from now on?"
+    assert asked["actions"] == [
+        "home",
+        "Home",
+        "work",
+        "Work",
+        "public",
+        "Public",
+        "block",
+        "Block",
+    ]
+    assert asked["urgency"] == 1
     wait_for(
         lambda: desktop.run(["dunstctl", "count", "displayed"]).stdout.strip() == "1",
         10,
@@ -323,13 +334,15 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(nm):
 
     # changed elsewhere: a quiet notification (low urgency, no actions)
     nm.nmcli("connection", "modify", "Cafe Wi-Fi", "connection.zone", "")
-    wait_for(
-        lambda: "Cafe Wi-Fi: zone public" in desktop.log("notify-calls.log"),
+    quiet = wait_for(
+        lambda: next(
+            (c for c in notify_calls(desktop) if c["summary"] == "Cafe Wi-Fi: zone public"), None
+        ),
         20,
         what="the quiet notification",
     )
-    quiet = next(c for c in notify_calls(desktop) if c[2] == "Cafe Wi-Fi: zone public")
-    assert quiet[3] == "Was home; now unknown network." and len(quiet) == 4, quiet
+    assert quiet["body"] == "Was home; now unknown network." and quiet["actions"] == []
+    assert quiet["urgency"] == 0
 
     # placed before: never asked again, even with no zone of its own
     nm.nmcli("connection", "down", "Cafe Wi-Fi")
@@ -358,17 +371,27 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(nm):
     assert "Traceback" not in desktop.log("notify.log")
 
 
-def notify_calls(desktop: Desktop) -> list[list[str]]:
-    """Every Notify call dunst received: its string arguments (app, icon, summary, body,
-    then the actions' keys and labels), in order."""
+def notify_calls(desktop: Desktop) -> list[dict]:
+    """Every Notify call dunst received, in order: app, icon, summary, body, actions (keys
+    and labels, alternating) and the urgency hint, as dbus-monitor printed them."""
     calls = []
     for block in desktop.log("notify-calls.log").split("method call ")[1:]:
         if "member=Notify" not in block:
             continue
-        body = block.split("array [", 2)
-        head = re.findall(r'^\s+string "(.*)"$', body[0], re.MULTILINE)
-        actions = re.findall(r'^\s+string "(.*)"$', body[1], re.MULTILINE) if len(body) > 1 else []
-        calls.append([*head[:4], *actions])
+        parts = block.split("array [", 2)
+        head = re.findall(r'^\s+string "(.*)"$', parts[0], re.MULTILINE)
+        actions = re.findall(r'^\s+string "(.*)"$', parts[1], re.MULTILINE)
+        urgency = re.search(r'string "urgency"\s+variant\s+byte (\d)', parts[2])
+        calls.append(
+            {
+                "app": head[0],
+                "icon": head[1],
+                "summary": head[2],
+                "body": head[3],
+                "actions": actions,
+                "urgency": int(urgency.group(1)) if urgency else None,
+            }
+        )
     return calls
 
 
