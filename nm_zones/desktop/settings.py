@@ -118,7 +118,7 @@ class SettingsWindow(Adw.ApplicationWindow):
         self.enabled.connect("state-set", self.set_enabled)
         row = Adw.ActionRow(
             title=_("Zone support"),
-            subtitle=_("Off: no firewall rules of nm-zones on any interface"),
+            subtitle=_("When off, nm-zones puts no firewall rules on any interface"),
             activatable_widget=self.enabled,
         )
         row.add_suffix(self.enabled)
