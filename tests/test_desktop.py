@@ -15,9 +15,8 @@ import pytest
 
 from tests.harness.desktop import Desktop, desktop_python
 from tests.harness.lab import PYTHON, REPO, base_env, wait_for
-from tests.harness.nm_sandbox import NMSandbox
-from tests.test_nm import HOME, NEEDS_NM, PUBLIC, specs
-from tests.test_service import reload_bus_config
+from tests.test_nm import HOME, PUBLIC, specs
+from tests.test_service import nm as served_sandbox  # noqa: F401 - a fixture, shared
 
 USER = "nmzdesk"
 APP = "nm-zones-settings"
@@ -51,21 +50,13 @@ NEEDS_DESKTOP = desktop_python() is None or not all(
 
 
 @pytest.fixture
-def nm(tmp_path):
-    if NEEDS_NM:
-        pytest.skip("needs root and NetworkManager")
+def desk(served_sandbox):  # noqa: F811 - the fixture imported above
+    """The service's sandbox (test_service's `nm`), serving, with a desktop user."""
     if NEEDS_DESKTOP:
         pytest.skip("needs GTK 4, libadwaita, AT-SPI, Xvfb, dunst, xdotool (see .ci/setup)")
-    sandbox = NMSandbox(str(tmp_path / "sandbox"))
-    sandbox.start()
-    try:
-        sandbox.install_hook()
-        reload_bus_config(sandbox)
-        sandbox.serve()
-        sandbox.add_user(USER, "netdev")
-        yield sandbox
-    finally:
-        sandbox.stop()
+    served_sandbox.serve()
+    served_sandbox.add_user(USER, "netdev")
+    return served_sandbox
 
 
 def screenshot(desktop: Desktop, tmp_path, name: str, window: str, crop: str = "") -> None:
@@ -191,7 +182,8 @@ class Window:
         return found
 
 
-def test_the_window_shows_and_changes_zones_through_the_service(nm, tmp_path):
+def test_the_window_shows_and_changes_zones_through_the_service(desk, tmp_path):
+    nm = desk
     nm.listen()
     lan = up(nm, "lan")
     nm.wait_zone(lan.name, "public")
@@ -284,7 +276,8 @@ def test_the_window_shows_and_changes_zones_through_the_service(nm, tmp_path):
     assert "Traceback" not in desktop.log("settings.log")
 
 
-def test_the_agent_asks_for_the_zone_of_a_network_without_one(nm, tmp_path):
+def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
+    nm = desk
     home = f"/run/nmz-desktop/{USER}"
     desktop = Desktop(nm, USER, dunstrc=DUNSTRC.format(home=home))
     desktop.start()
@@ -436,6 +429,21 @@ def test_the_desktop_extra_declares_both_programs():
     with open(os.path.join(REPO, "nm_zones", "desktop", "nm-zones-notify.desktop")) as stream:
         autostart = stream.read()
     assert "Exec=nm-zones-notify\n" in autostart and "Type=Application" in autostart
+
+
+def test_the_agent_installs_its_autostart_file(tmp_path):
+    if NEEDS_DESKTOP:
+        pytest.skip("needs GTK 4, libadwaita, AT-SPI, Xvfb, dunst, xdotool (see .ci/setup)")
+    env = base_env(XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path))
+    result = subprocess.run(
+        [desktop_python(), "-m", "nm_zones.desktop.notify", "--install-autostart"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    target = tmp_path / "config" / "autostart" / "nm-zones-notify.desktop"
+    assert result.returncode == 0 and result.stdout == f"{target}\n", result.stderr
+    assert "Exec=nm-zones-notify\n" in target.read_text()
 
 
 def test_nothing_outside_the_desktop_package_imports_it():

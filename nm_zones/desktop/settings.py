@@ -12,7 +12,7 @@ import gi
 gi.require_version("Gtk", "4.0")
 gi.require_version("Adw", "1")
 
-from gi.repository import Adw, GLib, Gtk  # noqa: E402
+from gi.repository import Adw, Gdk, GLib, Gtk  # noqa: E402
 
 from .common import (  # noqa: E402
     Service,
@@ -78,6 +78,15 @@ class ZoneChoice:
             self.on_chosen(self.zones[index])
 
 
+def switch_row(group, title: str, subtitle: str, active: bool = False) -> Gtk.Switch:
+    """A row with a switch that the row's title names (for AT-SPI too)."""
+    switch = Gtk.Switch(valign=Gtk.Align.CENTER, active=active)
+    row = Adw.ActionRow(title=title, subtitle=subtitle, activatable_widget=switch)
+    row.add_suffix(switch)
+    group.add(row)
+    return switch
+
+
 class SettingsWindow(Adw.ApplicationWindow):
     def __init__(self, app: Adw.Application, service: Service):
         super().__init__(application=app, title=_("Network Zones"))
@@ -113,26 +122,19 @@ class SettingsWindow(Adw.ApplicationWindow):
         page.add(defaults)
 
         general = Adw.PreferencesGroup(title=_("General"))
-        self.enabled = Gtk.Switch(valign=Gtk.Align.CENTER)
-        self.enabled.update_property([Gtk.AccessibleProperty.LABEL], [_("Zone support")])
+        self.enabled = switch_row(
+            general,
+            _("Zone support"),
+            _("When off, nm-zones puts no firewall rules on any interface"),
+        )
         self.enabled.connect("state-set", self.set_enabled)
-        row = Adw.ActionRow(
-            title=_("Zone support"),
-            subtitle=_("When off, nm-zones puts no firewall rules on any interface"),
-            activatable_widget=self.enabled,
+        self.notify_switch = switch_row(
+            general,
+            _("Notifications"),
+            _("Ask for the zone of a network that joins without one"),
+            notifications_enabled(),
         )
-        row.add_suffix(self.enabled)
-        general.add(row)
-        self.notify_switch = Gtk.Switch(valign=Gtk.Align.CENTER, active=notifications_enabled())
-        self.notify_switch.update_property([Gtk.AccessibleProperty.LABEL], [_("Notifications")])
         self.notify_switch.connect("notify::active", self.set_notifications)
-        row = Adw.ActionRow(
-            title=_("Notifications"),
-            subtitle=_("Ask for the zone of a network that joins without one"),
-            activatable_widget=self.notify_switch,
-        )
-        row.add_suffix(self.notify_switch)
-        general.add(row)
         page.add(general)
 
         self.status = Gtk.Label(
@@ -263,24 +265,19 @@ class SettingsWindow(Adw.ApplicationWindow):
 def main(argv: list[str] | None = None) -> int:
     """Open the window (one per session: a second start raises the first)."""
     GLib.set_prgname("nm-zones-settings")  # the name assistive technologies list
-    if not Gtk.init_check():
-        print("nm-zones-settings: cannot open the display", file=sys.stderr)
-        return 1
     GLib.set_application_name(_("Network Zones"))
+    if Gdk.Display.get_default() is None:
+        print("nm-zones-settings: cannot open the display (is DISPLAY set?)", file=sys.stderr)
+        return 1
+    try:
+        service = Service()
+    except GLib.Error as error:
+        print(f"nm-zones-settings: cannot reach the system bus: {error.message}", file=sys.stderr)
+        return 1
     app = Adw.Application(application_id=APP_ID)
 
     def activate(application):
-        window = application.get_active_window()
-        if window is None:
-            try:
-                window = SettingsWindow(application, Service())
-            except GLib.Error as error:
-                print(
-                    f"nm-zones-settings: cannot reach the system bus: {error.message}",
-                    file=sys.stderr,
-                )
-                application.quit()
-                return
+        window = application.get_active_window() or SettingsWindow(application, service)
         window.present()
 
     app.connect("activate", activate)
