@@ -154,12 +154,19 @@ class Window:
         )
 
     def choose(self, combo: dict, label: str) -> None:
-        """Open the selector (its button's AT-SPI action), then the keyboard: Home, Down to
-        the item `label`, Return."""
+        """The keyboard only: Tab to the selector, Space opens its list, Home, Down to the
+        item `label`, Return."""
         window = self.desktop.window("--name", "Network Zones")[0]
         self.desktop.point_at(window)  # no window manager: keyboard focus follows the pointer
+        button = combo["path"] + ".0"
+        for _tab in range(40):
+            if any(e["path"] == button and "focused" in e["states"] for e in self.tree()):
+                break
+            self.desktop.keys("Tab")
+        else:
+            raise AssertionError(f"Tab never reached {combo['description']}")
         shown = {w[0] for w in self.desktop.windows("--name", "")}
-        self.desktop.atspi("action", APP, combo["path"] + ".0", "click")
+        self.desktop.keys("space")
         wait_for(
             lambda: any(w[3] > 1 and w[0] not in shown for w in self.desktop.windows("--name", "")),
             10,
