@@ -200,6 +200,7 @@ class ZoneService:
         self._compiled_key: tuple | None = None
         self._netfilter = None
         self._tasks: set[asyncio.Task] = set()
+        self._descriptions: tuple[tuple | None, dict[str, str]] = (None, {})
         # bus round trips saved on every call; each is only a shortcut to something stable:
         self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
         self._devices: dict[str, tuple[int, str]] = {}  # interface -> (ifindex, NM device)
@@ -666,10 +667,13 @@ class ZoneService:
         """Every zone with its one-line description."""
         from .config import load
 
-        config = (await asyncio.to_thread(load, self.paths)).config
-        known = self.engine().known_zones()
-        zones = config.zones
-        return ({name: zones[name].description if name in zones else "" for name in known},)
+        key = config_fingerprint(self.paths)
+        if self._descriptions[0] != key:  # read the zone files again only when one changed
+            zones = (await asyncio.to_thread(load, self.paths)).config.zones
+            known = self.engine().known_zones()
+            text = {name: zones[name].description if name in zones else "" for name in known}
+            self._descriptions = (key, text)
+        return (self._descriptions[1],)
 
     async def get_settings(self) -> tuple:
         compiled = self.engine().compiled
