@@ -149,6 +149,19 @@ INTROSPECTION = """\
       <arg name="key" type="s" direction="in"/><arg name="zone" type="s" direction="in"/>
       <arg name="changes" type="as" direction="out"/>
     </method>
+    <method name="SetEnabled">
+      <arg name="enabled" type="b" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="GetConnections">
+      <arg name="connections" type="aa{ss}" direction="out"/>
+    </method>
+    <method name="GetZoneDescriptions">
+      <arg name="descriptions" type="a{ss}" direction="out"/>
+    </method>
+    <method name="GetSettings"><arg name="settings" type="a{ss}" direction="out"/></method>
+    <signal name="ZoneChanged"><arg name="change" type="a{ss}"/></signal>
+    <signal name="SettingsChanged"/>
   </interface>
 </node>
 """

@@ -20,6 +20,7 @@ only routes method calls and matches replies to its own outgoing calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -180,6 +181,10 @@ def _methods(service: ZoneService) -> dict:
         (ZONE_INTERFACE, "removeInterface"): ("ss", "s", ACTION_ASSIGN, service.remove_interface),
         (NMZ_INTERFACE, "AssignConnection"): ("ss", "as", ACTION_ASSIGN, service.assign),
         (NMZ_INTERFACE, "SetMapZone"): ("ss", "as", ACTION_CONFIGURE, service.set_map_zone),
+        (NMZ_INTERFACE, "SetEnabled"): ("b", "as", ACTION_CONFIGURE, service.set_enabled),
+        (NMZ_INTERFACE, "GetConnections"): ("", "aa{ss}", None, service.get_connections),
+        (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
+        (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
     }
 
 
@@ -195,6 +200,7 @@ class ZoneService:
         self._compiled_key: tuple | None = None
         self._netfilter = None
         self._tasks: set[asyncio.Task] = set()
+        self._descriptions: tuple[tuple | None, dict[str, str]] = (None, {})
         # bus round trips saved on every call; each is only a shortcut to something stable:
         self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
         self._devices: dict[str, tuple[int, str]] = {}  # interface -> (ifindex, NM device)
@@ -543,6 +549,27 @@ class ZoneService:
             from .engine import describe
 
             raise FirewallError("COMMAND_FAILED", describe(error)) from None
+        finally:
+            await self.announce(engine)
+
+    async def announce(self, engine: Engine) -> None:
+        """`ZoneChanged` for every change the engine made: what the desktop front ends
+        follow (which connection, from which zone to which, and why)."""
+        if not engine.changes:
+            return
+        bindings = engine.state_dir.load().interfaces
+        for change in engine.changes:
+            binding = bindings.get(change.interface)
+            details = {
+                "interface": change.interface,
+                "zone": change.new_zone,
+                "old-zone": change.old_zone,
+                "reason": change.reason,
+                "connection": change.connection,
+                "uuid": binding.connection_uuid if binding else "",
+                "type": binding.connection_type if binding else "",
+            }
+            await self.emit(NMZ_INTERFACE, "ZoneChanged", "a{ss}", (details,))
 
     async def reload(self) -> tuple:
         await self._reload(fresh=False)
@@ -580,6 +607,7 @@ class ZoneService:
         lines = await self._reload(fresh=True)
         if key == "default-zone":
             await self.emit(MAIN_INTERFACE, "DefaultZoneChanged", "s", (zone,))
+        await self.emit(NMZ_INTERFACE, "SettingsChanged")
         return lines
 
     async def assign(self, connection: str, zone: str) -> tuple:
@@ -596,6 +624,71 @@ class ZoneService:
 
         await self.run_engine(engine, action, "INVALID_VALUE")
         return ([str(change) for change in engine.changes],)
+
+    async def set_enabled(self, enabled: bool) -> tuple:
+        """`nm-zones enable` / `disable` for a caller polkit allows."""
+        from .nm import disable, enable
+
+        engine = self.engine()
+
+        def action():
+            with engine.state_dir.locked():
+                if not enabled:
+                    disable(engine)
+                    return
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.paths.disabled_flag)
+                state = engine.state_dir.load()
+                engine.prepare(state)
+                enable(engine, state)
+
+        await self.run_engine(engine, action, "COMMAND_FAILED")
+        await self.emit(NMZ_INTERFACE, "SettingsChanged")
+        if enabled:
+            await self.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
+        return ([str(change) for change in engine.changes],)
+
+    # -- what the desktop front ends read --------------------------------------------------
+
+    async def get_connections(self) -> tuple:
+        """Every interface nm-zones holds a zone for, with its connection and the reason."""
+        rows = []
+        for name, binding in sorted(self.engine().state_dir.load().interfaces.items()):
+            rows.append(
+                {
+                    "interface": name,
+                    "zone": binding.zone,
+                    "reason": binding.reason,
+                    "status": binding.status,
+                    "connection": binding.connection_id,
+                    "uuid": binding.connection_uuid,
+                    "type": binding.connection_type,
+                }
+            )
+        return (rows,)
+
+    async def get_descriptions(self) -> tuple:
+        """Every zone with its one-line description."""
+        from .config import load
+
+        key = config_fingerprint(self.paths)
+        if self._descriptions[0] != key:  # read the zone files again only when one changed
+            zones = (await asyncio.to_thread(load, self.paths)).config.zones
+            known = self.engine().known_zones()
+            text = {name: zones[name].description if name in zones else "" for name in known}
+            self._descriptions = (key, text)
+        return (self._descriptions[1],)
+
+    async def get_settings(self) -> tuple:
+        compiled = self.engine().compiled
+        return (
+            {
+                "default-zone": compiled.default_zone,
+                "wired-zone": compiled.wired_zone,
+                "wireless-zone": compiled.wireless_zone,
+                "enabled": "false" if self.paths.disabled else "true",
+            },
+        )
 
 
 class NotAuthorized(Exception):

@@ -1,0 +1,254 @@
+"""`nm-zones-notify`: the user-session agent. It follows `nm-zones serve` on the system bus
+and, when a network with no zone of its own connects and gets a default zone, asks in a
+desktop notification which zone that network should have; the choice is assigned to the
+connection for good (as `nm-zones assign`), through the service. Zone changes made
+elsewhere get a quieter notification. A connection it placed is never asked about again
+(remembered in the user's state folder); `[notify] enabled = false` in the user's
+desktop.conf (the switch in nm-zones-settings) keeps it quiet."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from gi.repository import Gio, GLib
+
+from .common import (
+    DEFAULT_REASONS,
+    LIKELY_ZONES,
+    Service,
+    ServiceError,
+    _,
+    notifications_enabled,
+    placed,
+    reason_text,
+    remember_placed,
+    zone_label,
+)
+
+NOTIFICATIONS = "org.freedesktop.Notifications"
+NOTIFICATIONS_PATH = "/org/freedesktop/Notifications"
+URGENCY_LOW, URGENCY_NORMAL = 0, 1
+AUTOSTART_FILE = "nm-zones-notify.desktop"
+
+
+def say(message: str) -> None:
+    """What the agent decided, on stderr (the session's journal)."""
+    print(f"nm-zones-notify: {message}", file=sys.stderr, flush=True)
+
+
+class Notifier:
+    """The session's notification server (org.freedesktop.Notifications)."""
+
+    def __init__(self, on_action):
+        self.bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        self.bus.signal_subscribe(
+            None,
+            NOTIFICATIONS,
+            "ActionInvoked",
+            NOTIFICATIONS_PATH,
+            None,
+            Gio.DBusSignalFlags.NONE,
+            lambda _b, _s, _p, _i, _m, args: on_action(*args.unpack()),
+        )
+
+    def notify(
+        self, summary: str, body: str, icon: str, actions: list[str], urgency: int, done=None
+    ) -> None:
+        """Show it; `done(id)` once the server numbered it (0: it could not be shown)."""
+        hints = {
+            "urgency": GLib.Variant("y", urgency),
+            "desktop-entry": GLib.Variant("s", "nm-zones-settings"),
+        }
+        if actions:
+            hints["resident"] = GLib.Variant("b", True)
+        args = GLib.Variant(
+            "(susssasa{sv}i)",
+            ("nm-zones", 0, icon, summary, body, actions, hints, 0 if actions else -1),
+        )
+
+        def finished(bus, result):
+            try:
+                number = bus.call_finish(result).unpack()[0]
+            except GLib.Error as error:
+                print(
+                    f"nm-zones-notify: no notification server: {error.message}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                number = 0
+            if done:
+                done(number)
+
+        self.bus.call(
+            NOTIFICATIONS,
+            NOTIFICATIONS_PATH,
+            NOTIFICATIONS,
+            "Notify",
+            args,
+            GLib.VariantType("(u)"),
+            Gio.DBusCallFlags.NONE,
+            10_000,
+            None,
+            finished,
+        )
+
+    def close(self, number: int) -> None:
+        self.bus.call(
+            NOTIFICATIONS,
+            NOTIFICATIONS_PATH,
+            NOTIFICATIONS,
+            "CloseNotification",
+            GLib.Variant("(u)", (number,)),
+            None,
+            Gio.DBusCallFlags.NONE,
+            10_000,
+            None,
+            None,
+        )
+
+
+class Agent:
+    def __init__(self, service: Service, notifier_factory=Notifier):
+        self.service = service
+        self.notifier = notifier_factory(self.on_action)
+        self.asking: dict[int, dict] = {}  # notification id -> the change it asks about
+        self.expected: set[tuple[str, str]] = set()  # (uuid, zone) this agent asked for
+        service.follow(self.on_signal, network_manager=False)
+
+    def on_signal(self, interface: str, member: str, args: tuple) -> None:
+        if member == "ZoneChanged" and args:
+            self.zone_changed(args[0])
+
+    def zone_changed(self, change: dict) -> None:
+        uuid, zone, old = change.get("uuid", ""), change.get("zone", ""), change.get("old-zone")
+        name = change.get("connection") or change.get("interface", "")
+        if (uuid, zone) in self.expected:
+            self.expected.discard((uuid, zone))
+            return  # the agent's own doing: already told
+        if not zone:
+            return  # disconnected
+        if not notifications_enabled():
+            say(f"not asking about {name!r}: notifications are off")
+            return
+        icon = "network-wireless" if "wireless" in change.get("type", "") else "network-wired"
+        if not old and change.get("reason") in DEFAULT_REASONS:
+            if not uuid:
+                return  # no NetworkManager profile to keep a zone in
+            if uuid in placed():
+                say(f"not asking about {name!r}: placed before")
+                return
+            self.ask(change, name, zone, icon)
+        elif old and old != zone:
+            self.notifier.notify(
+                _("{name}: zone {zone}").format(name=name, zone=zone),
+                _("Was {old}; now {why}.").format(old=old, why=reason_text(change["reason"])),
+                icon,
+                [],
+                URGENCY_LOW,
+            )
+
+    def ask(self, change: dict, name: str, zone: str, icon: str) -> None:
+        summary = _("Connected to {name}: zone {zone} ({why})").format(
+            name=name, zone=zone, why=reason_text(change["reason"])
+        )
+        body = _("Which zone should this network have from now on?")
+        actions = []
+        for choice in LIKELY_ZONES:
+            actions += [choice, zone_label(choice)]
+
+        def shown(number: int) -> None:
+            if number:
+                self.asking[number] = change
+
+        self.notifier.notify(summary, body, icon, actions, URGENCY_NORMAL, shown)
+
+    def on_action(self, number: int, key: str) -> None:
+        change = self.asking.pop(number, None)
+        if change is None or key not in LIKELY_ZONES:
+            return
+        uuid, name = change["uuid"], change.get("connection") or change["uuid"]
+        self.notifier.close(number)
+        self.expected.add((uuid, key))
+
+        def done(lines, error: ServiceError | None) -> None:
+            if error is not None:
+                self.expected.discard((uuid, key))
+                self.notifier.notify(
+                    _("Could not give {name} the zone {zone}").format(name=name, zone=key),
+                    str(error),
+                    "dialog-warning",
+                    [],
+                    URGENCY_NORMAL,
+                )
+                return
+            try:
+                remember_placed(uuid)
+            except OSError as problem:
+                print(f"nm-zones-notify: cannot remember {uuid}: {problem}", file=sys.stderr)
+            self.notifier.notify(
+                _("{name} is now in zone {zone}").format(name=name, zone=key),
+                _("From now on, every time it connects."),
+                "network-wired",
+                [],
+                URGENCY_LOW,
+            )
+
+        self.service.assign(uuid, key, done)
+
+
+def autostart_source() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), AUTOSTART_FILE)
+
+
+def install_autostart() -> str:
+    """Copy the XDG autostart file into the user's ~/.config/autostart."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    target = os.path.join(base, "autostart", AUTOSTART_FILE)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copyfile(autostart_source(), target)
+    return target
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nm-zones-notify",
+        description="Ask for the zone of a network that connects without one, and tell of "
+        "zone changes, as desktop notifications. Runs in the user's session (started by "
+        "the XDG autostart file); needs `nm-zones serve` on the system bus.",
+        epilog="Example: nm-zones-notify --install-autostart   # start it with every session",
+    )
+    parser.add_argument(
+        "--install-autostart",
+        action="store_true",
+        help=f"copy {AUTOSTART_FILE} into ~/.config/autostart and exit",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.install_autostart:
+        try:
+            print(install_autostart())
+        except OSError as error:
+            print(f"nm-zones-notify: {error}", file=sys.stderr)
+            return 1
+        return 0
+    try:
+        Agent(Service())
+    except GLib.Error as error:
+        print(f"nm-zones-notify: cannot reach a bus: {error.message}", file=sys.stderr)
+        return 1
+    loop = GLib.MainLoop()
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 15, loop.quit)
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 2, loop.quit)
+    say("listening")
+    loop.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,468 @@
+"""The desktop front ends, for real: `nm-zones-settings` and `nm-zones-notify` run as a desktop
+user under Xvfb, with a session bus, the accessibility bus and dunst, against the real
+`nm-zones serve`, polkitd and NetworkManager of the namespace sandbox. The window is read and
+driven as a screen reader and a keyboard user would (AT-SPI, xdotool); the kernel's rules are
+judged by probes from the peer host."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.harness.desktop import Desktop, desktop_python
+from tests.harness.lab import PYTHON, REPO, base_env, wait_for
+from tests.test_nm import HOME, PUBLIC, specs
+from tests.test_service import nm as served_sandbox  # noqa: F401 - a fixture, shared
+
+USER = "nmzdesk"
+APP = "nm-zones-settings"
+GRANT = """polkit.addRule(function(action, subject) {
+    if ((action.id == "org.nm-zones.assign" || action.id == "org.nm-zones.configure")
+        && subject.user == "USER")
+        return polkit.Result.YES;
+});
+""".replace("USER", USER)
+# where the screenshots go: the test's own folder, or (to refresh the README's pictures)
+# NM_ZONES_SCREENSHOTS=docs
+SHOTS = os.environ.get("NM_ZONES_SCREENSHOTS", "")
+# what dunst's menu program gets asked for: `dunstctl context` runs it with one line per action
+PICK = """#!/bin/sh
+want=$(cat {home}/want)
+grep -m1 ",$want\\]"
+"""
+DUNSTRC = """[global]
+    dmenu = {home}/pick
+    font = DejaVu Sans 11
+    width = 520
+    origin = top-right
+    offset = 10x10
+[stay]
+    appname = nm-zones
+    override_dbus_timeout = 0
+"""
+NEEDS_DESKTOP = desktop_python() is None or not all(
+    os.path.exists(path) for path in ("/usr/bin/Xvfb", "/usr/bin/dunst", "/usr/bin/xdotool")
+)
+
+
+@pytest.fixture
+def desk(served_sandbox):  # noqa: F811 - the fixture imported above
+    """The service's sandbox (test_service's `nm`), serving, with a desktop user."""
+    if NEEDS_DESKTOP:
+        pytest.skip("needs GTK 4, libadwaita, AT-SPI, Xvfb, dunst, xdotool (see .ci/setup)")
+    served_sandbox.serve()
+    served_sandbox.add_user(USER, "netdev")
+    return served_sandbox
+
+
+def screenshot(desktop: Desktop, tmp_path, name: str, window: str, crop: str = "") -> None:
+    """Save a screenshot, and check that it shows something (a blank capture has 1-2
+    colours)."""
+    folder = os.path.join(REPO, SHOTS) if SHOTS else str(tmp_path)
+    target = os.path.join(folder, name)
+    desktop.screenshot(target, window, crop)
+    colours = subprocess.run(
+        ["identify", "-format", "%k", target], capture_output=True, text=True, check=True
+    ).stdout
+    assert int(colours) > 20, f"{target} looks blank ({colours} colours)"
+
+
+def up(nm, name: str, *settings: str):
+    link = nm.add_veth()
+    nm.add_connection(link, name, *settings)
+    nm.nmcli("connection", "up", name)
+    return link
+
+
+def profile_zone(nm, name: str) -> str:
+    return nm.nmcli("-g", "connection.zone", "connection", "show", name).stdout.strip()
+
+
+def grant(nm, desktop) -> None:
+    """polkit grants the desktop user assign and configure (polkitd rereads its rules)."""
+    nm.sh("mkdir -p /etc/polkit-1/rules.d")
+    nm.run(["sh", "-c", "cat > /etc/polkit-1/rules.d/50-desktop.rules"], input_text=GRANT)
+    check = "pkcheck --action-id org.nm-zones.configure --process $$"
+    wait_for(
+        lambda: desktop.run(["sh", "-c", check], check=False).returncode == 0,
+        20,
+        what="polkit to grant the desktop user",
+    )
+
+
+# -- reading the window as assistive technologies do --------------------------------------
+
+
+class Window:
+    """nm-zones-settings, read through AT-SPI and driven with the keyboard."""
+
+    def __init__(self, desktop: Desktop):
+        self.desktop = desktop
+
+    def tree(self) -> list[dict]:
+        found = self.desktop.atspi("dump", APP, check=False)
+        return found if isinstance(found, list) else []
+
+    def row(self, name: str) -> dict | None:
+        """A connection's row: its name, its description and the zone its selector shows."""
+        tree = self.tree()
+        rows = [e for e in tree if e["role"] == "list item" and e["name"] == name]
+        if not rows:
+            return None
+        return self._with_selector(tree, rows[0])
+
+    def _with_selector(self, tree: list[dict], row: dict) -> dict:
+        inside = [e for e in tree if e["path"].startswith(row["path"] + ".")]
+        combo = next(e for e in inside if e["role"] == "combo box")
+        shown = [
+            e["text"]
+            for e in inside
+            if e["role"] == "label"
+            and e["path"].startswith(combo["path"] + ".")
+            and e["text"] != "(None)"
+        ]
+        labels = [e["text"] for e in inside if e["role"] == "label"]
+        return {
+            "description": row["description"],
+            "labels": labels,
+            "combo": combo,
+            "zone": shown[0] if shown else "",
+        }
+
+    def status(self) -> str:
+        return next((e["text"] for e in self.tree() if e["role"] == "status bar"), "")
+
+    def switch(self, name: str) -> dict:
+        return next(e for e in self.tree() if e["role"] == "check box" and name in e["name"])
+
+    def wait_row(self, name: str, zone: str, timeout: float = 30) -> dict:
+        return wait_for(
+            lambda: (lambda r: r if r and r["zone"] == zone else None)(self.row(name)),
+            timeout,
+            what=f"the row of {name} showing zone {zone}: {self.row(name)}",
+        )
+
+    def wait_status(self, pattern: str, timeout: float = 30) -> str:
+        return wait_for(
+            lambda: (lambda s: s if re.search(pattern, s) else None)(self.status()),
+            timeout,
+            what=f"the result line to match {pattern!r}: {self.status()!r}",
+        )
+
+    def choose(self, combo: dict, label: str) -> None:
+        """The keyboard only: Tab to the selector, Space opens its list, Home, Down to the
+        item `label`, Return."""
+        window = self.desktop.window("--name", "Network Zones")[0]
+        self.desktop.point_at(window)  # no window manager: keyboard focus follows the pointer
+        button = combo["path"] + ".0"
+        for _tab in range(40):
+            if any(e["path"] == button and "focused" in e["states"] for e in self.tree()):
+                break
+            self.desktop.keys("Tab")
+        else:
+            raise AssertionError(f"Tab never reached {combo['description']}")
+        shown = {w[0] for w in self.desktop.windows("--name", "")}
+        self.desktop.keys("space")
+        wait_for(
+            lambda: any(w[3] > 1 and w[0] not in shown for w in self.desktop.windows("--name", "")),
+            10,
+            what=f"the list of {combo['description']} to open",
+        )
+        labels = self._items(combo)
+        self.desktop.keys("Home", *["Down"] * labels.index(label), "Return")
+
+    def _items(self, combo: dict) -> list[str]:
+        """The items of a selector's list, in order."""
+        popup = combo["path"] + ".1."
+        items = {e["path"]: e for e in self.tree() if e["path"].startswith(popup)}
+        found = []
+        for path, entry in items.items():
+            if entry["role"] == "list item":
+                texts = [
+                    e["text"] for p, e in items.items() if p.startswith(path + ".") and "text" in e
+                ]
+                found.append(texts[0] if texts else "")
+        return found
+
+
+def test_the_window_shows_and_changes_zones_through_the_service(desk, tmp_path):
+    nm = desk
+    nm.listen()
+    lan = up(nm, "lan")
+    nm.wait_zone(lan.name, "public")
+    desktop = Desktop(nm, USER, scale=2)
+    desktop.start()
+    desktop.program("nm_zones.desktop.settings", "settings.log")
+    window = Window(desktop)
+    row = window.wait_row("lan", "Public")
+    assert row["description"] == "lan on ethz0: zone public"
+    assert any(
+        label.startswith("ethz0 · unknown network · Public network") for label in row["labels"]
+    ), row["labels"]
+    _id, _x, _y, width, height = desktop.window("--name", "Network Zones")
+    assert width >= 1280 and height >= 1500, (width, height)  # 640x780, at 200 %
+
+    # without polkit's grant: the refusal is shown, nothing changes
+    window.choose(row["combo"], "Home")
+    window.wait_status(r"^Not authorized: polkit refused org\.nm-zones\.assign$")
+    assert profile_zone(nm, "lan") == "" and nm.zone_of(lan.name) == "public"
+    nm.wait_reachable(lan)
+    assert nm.probe(specs(lan)) == PUBLIC
+    window.wait_row("lan", "Public")  # the selector shows the zone it has, not the refused one
+
+    # granted: the profile gets the zone, and the kernel has it at once
+    grant(nm, desktop)
+    window.choose(window.row("lan")["combo"], "Home")
+    window.wait_status(r"ethz0: public -> home \(nmcli connection.zone\) connection 'lan'")
+    assert profile_zone(nm, "lan") == "home"
+    assert nm.probe(specs(lan)) == HOME
+    row = window.wait_row("lan", "Home")
+    assert "ethz0 · its own zone · " in " ".join(row["labels"])
+
+    # changed elsewhere: the window follows
+    nm.nmcli("connection", "modify", "lan", "connection.zone", "work")
+    window.wait_row("lan", "Work", timeout=10)
+
+    # a connection coming up appears, with its zone and why
+    lab = up(nm, "lab")
+    row = window.wait_row("lab", "Public", timeout=20)
+    assert row["description"] == f"lab on {lab.name}: zone public"
+
+    # the wired default: written to the map, and the wired connection without a zone follows
+    tree = window.tree()
+    wired = next(e for e in tree if e["role"] == "list item" and e["name"] == "Wired networks")
+    wired_combo = window._with_selector(tree, wired)["combo"]
+    window.choose(wired_combo, "Block")
+    window.wait_status(rf"{lab.name}: public -> block \(default for wired\)")
+    assert "wired-zone: block" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
+    nm.wait_zone(lab.name, "block")
+    window.wait_row("lab", "Block")
+    screenshot(
+        desktop, tmp_path, "settings-window.png", desktop.window("--name", "Network Zones")[0]
+    )
+
+    # zone support off, then on again
+    window.desktop.atspi("action", APP, window.switch("Zone support")["path"], "toggle")
+    wait_for(
+        lambda: nm.sh("test -e /etc/nm-zones/disabled", check=False).returncode == 0,
+        20,
+        what="the disabled flag",
+    )
+    wait_for(
+        lambda: "nmz-if-" not in nm.save("ipv4") + nm.save("ipv6"),
+        20,
+        what="every interface's rules to go",
+    )
+    wait_for(
+        lambda: "checked" not in window.switch("Zone support")["states"],
+        10,
+        what="the switch to show off",
+    )
+    window.desktop.atspi("action", APP, window.switch("Zone support")["path"], "toggle")
+    nm.wait_zone(lan.name, "work")
+    nm.wait_zone(lab.name, "block")
+    assert nm.sh("test -e /etc/nm-zones/disabled", check=False).returncode != 0
+    wait_for(
+        lambda: "checked" in window.switch("Zone support")["states"],
+        10,
+        what="the switch to show on",
+    )
+
+    # the agent's switch: the user's own setting file
+    window.desktop.atspi("action", APP, window.switch("Notifications")["path"], "toggle")
+    conf = f"{desktop.home}/.config/nm-zones/desktop.conf"
+    wait_for(
+        lambda: "enabled = false" in nm.sh(f"cat {conf}", check=False).stdout,
+        10,
+        what="the notifications setting",
+    )
+    assert "Traceback" not in desktop.log("settings.log")
+
+
+def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
+    nm = desk
+    home = f"/run/nmz-desktop/{USER}"
+    desktop = Desktop(nm, USER, dunstrc=DUNSTRC.format(home=home))
+    desktop.start()
+    nm.run(
+        ["sh", "-c", f"cat > {home}/pick && chmod 755 {home}/pick"],
+        input_text=PICK.format(home=home),
+    )
+    grant(nm, desktop)
+    desktop.dunst()
+    monitor = "interface='org.freedesktop.Notifications',member='Notify'"
+    desktop.background(desktop.as_user(["dbus-monitor", "--session", monitor]), "notify-calls.log")
+    desktop.program("nm_zones.desktop.notify", "notify.log")
+    wait_for(lambda: "listening" in desktop.log("notify.log"), 30, what="the agent")
+    nm.listen()
+
+    cafe = up(nm, "Cafe Wi-Fi")
+    nm.wait_zone(cafe.name, "public")
+    summary = "Connected to Cafe Wi-Fi: zone public (unknown network)"
+    calls = wait_for(
+        lambda: summary in desktop.log("notify-calls.log") and notify_calls(desktop),
+        20,
+        what="the notification",
+    )
+    asked = calls[0]
+    assert (asked["app"], asked["icon"], asked["summary"]) == ("nm-zones", "network-wired", summary)
+    assert asked["body"] == "Which zone should this network have from now on?"
+    assert asked["actions"] == [
+        "home",
+        "Home",
+        "work",
+        "Work",
+        "public",
+        "Public",
+        "block",
+        "Block",
+    ]
+    assert asked["urgency"] == 1
+    wait_for(
+        lambda: desktop.run(["dunstctl", "count", "displayed"]).stdout.strip() == "1",
+        10,
+        what="dunst to show it",
+    )
+    _window, x, y, width, height = desktop.window("--class", "Dunst")
+    screenshot(desktop, tmp_path, "notification.png", "root", f"{width}x{height}+{x}+{y}")
+
+    # the user picks "Home" in dunst's action menu: the connection gets it for good
+    nm.sh(f"echo home > {home}/want")
+    desktop.run(["dunstctl", "context"])
+    wait_for(lambda: profile_zone(nm, "Cafe Wi-Fi") == "home", 20, what="the zone assigned")
+    nm.wait_zone(cafe.name, "home")
+    nm.wait_reachable(cafe)
+    assert nm.probe(specs(cafe)) == HOME
+    uuid = nm.nmcli("-g", "connection.uuid", "connection", "show", "Cafe Wi-Fi").stdout.strip()
+    placed = nm.sh(f"cat {home}/.local/state/nm-zones/placed").stdout.split()
+    assert placed == [uuid]
+    wait_for(
+        lambda: "Cafe Wi-Fi is now in zone home" in desktop.log("notify-calls.log"),
+        10,
+        what="the confirmation",
+    )
+
+    # changed elsewhere: a quiet notification (low urgency, no actions)
+    nm.nmcli("connection", "modify", "Cafe Wi-Fi", "connection.zone", "")
+    quiet = wait_for(
+        lambda: next(
+            (c for c in notify_calls(desktop) if c["summary"] == "Cafe Wi-Fi: zone public"), None
+        ),
+        20,
+        what="the quiet notification",
+    )
+    assert quiet["body"] == "Was home; now unknown network." and quiet["actions"] == []
+    assert quiet["urgency"] == 0
+
+    # placed before: never asked again, even with no zone of its own
+    nm.nmcli("connection", "down", "Cafe Wi-Fi")
+    nm.wait_zone(cafe.name, None)
+    nm.nmcli("connection", "up", "Cafe Wi-Fi")
+    wait_for(
+        lambda: "not asking about 'Cafe Wi-Fi': placed before" in desktop.log("notify.log"),
+        20,
+        what="the agent to pass over a placed connection",
+    )
+    assert desktop.log("notify-calls.log").count(summary) == 1
+
+    # turned off in the user's settings: no question for a new network either
+    nm.sh(
+        f"mkdir -p {home}/.config/nm-zones && printf '[notify]\\nenabled = false\\n'"
+        f" > {home}/.config/nm-zones/desktop.conf"
+    )
+    airport = up(nm, "Airport")
+    nm.wait_zone(airport.name, "public")
+    wait_for(
+        lambda: "not asking about 'Airport': notifications are off" in desktop.log("notify.log"),
+        20,
+        what="the agent to stay quiet",
+    )
+    assert "Connected to Airport" not in desktop.log("notify-calls.log")
+    assert "Traceback" not in desktop.log("notify.log")
+
+
+def notify_calls(desktop: Desktop) -> list[dict]:
+    """Every Notify call dunst received, in order: app, icon, summary, body, actions (keys
+    and labels, alternating) and the urgency hint, as dbus-monitor printed them."""
+    calls = []
+    for block in desktop.log("notify-calls.log").split("method call ")[1:]:
+        if "member=Notify" not in block:
+            continue
+        parts = block.split("array [", 2)
+        head = re.findall(r'^\s+string "(.*)"$', parts[0], re.MULTILINE)
+        actions = re.findall(r'^\s+string "(.*)"$', parts[1], re.MULTILINE)
+        urgency = re.search(r'string "urgency"\s+variant\s+byte (\d)', parts[2])
+        calls.append(
+            {
+                "app": head[0],
+                "icon": head[1],
+                "summary": head[2],
+                "body": head[3],
+                "actions": actions,
+                "urgency": int(urgency.group(1)) if urgency else None,
+            }
+        )
+    return calls
+
+
+# -- packaging -----------------------------------------------------------------------------
+
+
+def test_the_core_never_imports_gtk():
+    """Servers never need GTK: importing the command, the hook's path and the service
+    imports no `gi`."""
+    script = (
+        "import sys; import nm_zones.cli, nm_zones.event, nm_zones.engine, nm_zones.service;"
+        " print(sorted(m for m in sys.modules if m == 'gi' or m.startswith('gi.')))"
+    )
+    python = desktop_python() or PYTHON  # one that has gi, where a stray import would work
+    result = subprocess.run([python, "-c", script], capture_output=True, text=True, env=base_env())
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_the_desktop_extra_declares_both_programs():
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(REPO, "setup.cfg"))
+    assert setup["options.extras_require"]["desktop"].split() == ["PyGObject>=3.42"]
+    entry_points = setup["options.entry_points"]
+    assert "nm-zones-settings = nm_zones.desktop.settings:main" in entry_points["gui_scripts"]
+    assert "nm-zones-notify = nm_zones.desktop.notify:main" in entry_points["console_scripts"]
+    with open(os.path.join(REPO, "nm_zones", "desktop", "nm-zones-notify.desktop")) as stream:
+        autostart = stream.read()
+    assert "Exec=nm-zones-notify\n" in autostart and "Type=Application" in autostart
+
+
+def test_the_agent_installs_its_autostart_file(tmp_path):
+    if NEEDS_DESKTOP:
+        pytest.skip("needs GTK 4, libadwaita, AT-SPI, Xvfb, dunst, xdotool (see .ci/setup)")
+    env = base_env(XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path))
+    result = subprocess.run(
+        [desktop_python(), "-m", "nm_zones.desktop.notify", "--install-autostart"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    target = tmp_path / "config" / "autostart" / "nm-zones-notify.desktop"
+    assert result.returncode == 0 and result.stdout == f"{target}\n", result.stderr
+    assert "Exec=nm-zones-notify\n" in target.read_text()
+
+
+def test_nothing_outside_the_desktop_package_imports_it():
+    for folder, _dirs, files in os.walk(os.path.join(REPO, "nm_zones")):
+        if folder.endswith("desktop"):
+            continue
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as stream:
+                    imports = re.findall(r"^\s*(?:from|import) (\S+)", stream.read(), re.MULTILINE)
+                assert not [i for i in imports if "desktop" in i or i.split(".")[0] == "gi"], name
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
