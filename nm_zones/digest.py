@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 try:
-    from _sha2 import sha256  # Python 3.12 and later
+    from _sha256 import sha256  # Python 3.11 (Debian 12's): tried first, a failed import costs
 except ImportError:
     try:
-        from _sha256 import sha256  # Python 3.11
+        from _sha2 import sha256  # Python 3.12 and later
     except ImportError:
         from hashlib import sha256
 

@@ -59,36 +59,68 @@ def table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
 
 
 def _table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
-    import ctypes
     from _socket import AF_INET, AF_INET6, SOCK_RAW, socket
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    getsockopt = Getsockopt()
     sock = socket(AF_INET if family == "ipv4" else AF_INET6, SOCK_RAW, 255)
     try:
-
-        def get(option: int, buffer) -> None:
-            length = ctypes.c_uint(len(buffer))
-            if libc.getsockopt(sock.fileno(), LEVEL[family], option, buffer, ctypes.byref(length)):
-                number = ctypes.get_errno()
-                raise ReadError(number, f"{family} {table}: {os.strerror(number)}")
-
         name = table.encode()
-        info = ctypes.create_string_buffer(name, INFO_SIZE)
-        get(SO_GET_INFO, info)
-        raw = info.raw
+        raw = getsockopt(sock.fileno(), LEVEL[family], SO_GET_INFO, name, INFO_SIZE, table)
         valid_hooks = int.from_bytes(raw[32:36], "little")
         hooks = tuple(
             int.from_bytes(raw[36 + 4 * h : 40 + 4 * h], "little") if valid_hooks & (1 << h) else -1
             for h in range(5)
         )
         size = int.from_bytes(raw[80:84], "little")
-        entries = ctypes.create_string_buffer(ENTRIES_HEADER + size)
-        entries[:32] = name.ljust(32, b"\0")
-        entries[32:36] = size.to_bytes(4, "little")
-        get(SO_GET_ENTRIES, entries)
-        return hooks, entries.raw[ENTRIES_HEADER:]
+        request = name.ljust(32, b"\0") + size.to_bytes(4, "little")
+        entries = getsockopt(
+            sock.fileno(), LEVEL[family], SO_GET_ENTRIES, request, ENTRIES_HEADER + size, table
+        )
+        return hooks, entries[ENTRIES_HEADER:]
     finally:
         sock.close()
+
+
+class Getsockopt:
+    """getsockopt(2) with a buffer that carries input (the table's name) as well as output,
+    which Python's socket module cannot do. Built on _ctypes itself: the ctypes package
+    costs every event 2-3 ms more to import, and the quick path of every event reads the
+    tables."""
+
+    def __init__(self):
+        import _ctypes
+
+        class c_int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class c_uint(_ctypes._SimpleCData):
+            _type_ = "I"
+
+        class c_char(_ctypes._SimpleCData):
+            _type_ = "c"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = c_int
+
+        class Libc:
+            _handle = _ctypes.dlopen(None, 0)
+
+        self._ctypes, self.c_uint, self.c_char = _ctypes, c_uint, c_char
+        self.function = Function(("getsockopt", Libc))
+
+    def __call__(self, fd: int, level: int, option: int, data: bytes, size: int, what: str):
+        """The buffer of `size` bytes, `data` at its start, as the kernel filled it."""
+        buffer_type = type(
+            "Buffer", (self._ctypes.Array,), {"_type_": self.c_char, "_length_": size}
+        )
+        buffer = buffer_type()
+        buffer.raw = data.ljust(size, b"\0")
+        length = self.c_uint(size)
+        if self.function(fd, level, option, buffer, self._ctypes.byref(length)):
+            number = self._ctypes.get_errno()
+            raise ReadError(number, f"{what}: {os.strerror(number)}")
+        return buffer.raw
 
 
 def _text(data) -> str:
@@ -129,15 +161,16 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
             heads.append(offset)
             starts[offset + next_offset] = _text(blob[name_at + 30 : name_at + 62])
         offset += next_offset
-    from bisect import bisect_right
-
     bounds = sorted(set(starts) | set(heads) | {offset})
     chain_of = [starts.get(bound, "") for bound in bounds]
     view: dict[str, object] = {}
-    for verdict_at, verdict in jumps:
+    index = 0
+    for verdict_at, verdict in jumps:  # in table order, like the bounds
+        while index + 1 < len(bounds) and bounds[index + 1] <= verdict_at:
+            index += 1
         target = starts.get(verdict, f"@{verdict}")
         masked[verdict_at : verdict_at + 4] = crc32(target.encode()).to_bytes(4, "little")
-        chain = chain_of[bisect_right(bounds, verdict_at) - 1]
+        chain = chain_of[index]
         if chain in HOOK_NAMES and target.startswith(PREFIX):
             view[chain] = (*view.get(chain, ()), target)
     for index, bound in enumerate(bounds[:-1]):
