@@ -199,7 +199,38 @@ def cmd_check(args) -> int:
     result = load(_paths())
     if result.problems:
         raise ConfigError(result.problems)
+    _warn_iptables_variant(_plan_backend(result.config.settings.backend))
     return EXIT_OK
+
+
+def _plan_backend(setting: str) -> str:
+    """The backend the setting names (auto: as the kernel decides, see backends)."""
+    from .backends import choose
+
+    return choose(setting)[0]
+
+
+def _warn_iptables_variant(backend: str) -> None:
+    """The admin's `iptables` shows nft's tables only: rules nm-zones keeps in legacy x_tables
+    are invisible to it (it says only "iptables-legacy tables present")."""
+    import shutil
+    import subprocess
+
+    if backend != "iptables" or not shutil.which("iptables"):
+        return
+    try:
+        version = subprocess.run(
+            ["iptables", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if "nf_tables" in version:
+        print(
+            "nm-zones: warning: this system's `iptables` is the nft variant, but nm-zones keeps "
+            "its rules in legacy x_tables (backend iptables): `iptables -S` will not show them "
+            "(use iptables-legacy -S), or set `backend: nftables` in nm-zones.yaml",
+            file=sys.stderr,
+        )
 
 
 def cmd_plan(args) -> int:
@@ -207,7 +238,15 @@ def cmd_plan(args) -> int:
     from .ifname import check_interface
 
     check_interface(args.interface)
-    ruleset = compile_interface(args.interface, *_loaded_zone(args.zone))
+    zone, config = _loaded_zone(args.zone)
+    ruleset = compile_interface(args.interface, zone, config)
+    if _plan_backend(config.settings.backend) == "nftables":
+        from .backends.nftables import plan_script
+        from .compiled import KernelPlan
+
+        plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
+        sys.stdout.write("# nftables\n" + plan_script(plan))
+        return EXIT_OK
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
@@ -307,7 +346,6 @@ def _kernel_word(held: bool | None) -> str:
 def cmd_status(args) -> int:
     from .ifname import interface_index
     from .state import StateDir
-    from .verify import kernel_holds
 
     paths = _paths()
     state = StateDir(paths.state).load()
@@ -320,10 +358,8 @@ def cmd_status(args) -> int:
         held = None
         if usable and root and binding.status == "applied":
             from .compiled import instantiate
-            from .rules import Ruleset
 
-            plan = instantiate(usable, name)
-            held = kernel_holds(Ruleset.from_kernel_tables(name, usable.name, plan.tables))
+            held = engine.backend.holds(instantiate(usable, name))
         rows.append(
             {
                 "interface": name,
@@ -342,7 +378,7 @@ def cmd_status(args) -> int:
     catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
     tables_changed: list[str] = []
     if root and not disabled:
-        catchall["kernel"] = _kernel_word(_catchall_held(engine, state, kernel_holds))
+        catchall["kernel"] = _kernel_word(_catchall_held(engine, state))
         tables_changed = _tables_changed(state)
     problems = []
     if state.lost:
@@ -361,6 +397,7 @@ def cmd_status(args) -> int:
         _print_json(
             {
                 "enabled": not disabled,
+                "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
                 "problems": problems,
@@ -374,6 +411,7 @@ def cmd_status(args) -> int:
             f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
         )
+        print(f"rules held by: {_held_by(state)}")
         for problem in problems:
             print(printable(problem))
         for row in rows:
@@ -400,25 +438,30 @@ def cmd_status(args) -> int:
     return EXIT_FAILURE if bad else EXIT_OK
 
 
-def _catchall_held(engine, state, kernel_holds) -> bool | None:
+def _catchall_held(engine, state) -> bool | None:
     """Whether the hooks and the catch-all (as the config says it now) are in the kernel."""
     catchall = engine.compiled.catchall
     if not state.catchall_zone or "error" in catchall:
         return None
-    from .rules import Ruleset
+    return engine.backend.holds(engine.compiled.catchall_plan())
 
-    return kernel_holds(Ruleset.from_kernel_tables(None, catchall["zone"], catchall["tables"]))
+
+def _held_by(state) -> str:
+    """Which backend holds nm-zones' rules, by the views the state recorded."""
+    from .backends import backend_of_key
+
+    return ", ".join(sorted({backend_of_key(key) for key in state.kernel})) or "none"
 
 
 def _tables_changed(state) -> list[str]:
     """Tables whose nm-zones rules differ from the view recorded after its last commit."""
-    from .held import read_view
+    from .backends import read_view
 
     try:
         return [
-            f"{family} {table}"
-            for (family, table), view in sorted(state.kernel.items())
-            if view is not None and read_view(family, table) != view
+            " ".join(key)
+            for key, view in sorted(state.kernel.items())
+            if view is not None and read_view(key) != view
         ]
     except OSError:
         return []
@@ -431,9 +474,7 @@ def cmd_assign(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    return _run_changes(
-        engine, lambda state: assign(engine, args.connection, args.zone, state)
-    )
+    return _run_changes(engine, lambda state: assign(engine, args.connection, args.zone, state))
 
 
 def cmd_default_zone(args) -> int:

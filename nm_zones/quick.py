@@ -5,7 +5,8 @@ nothing. An interface's binding is remembered with the inputs that decided it: t
 UUID and name, the identity of its keyfile (size, mtime, inode), and the identity of every
 config file. When none of these changed, the interface still has its index, no other bound
 interface is gone, and the kernel still holds nm-zones' rules as nm-zones last committed them
-(the view of each table, read with one getsockopt: held.py), the rules are already right: the
+(the view of each table, read with one getsockopt, held.py, or for nftables one netlink
+dump of nm-zones' table), the rules are already right: the
 event ends here, having imported only what Python starts with and ctypes.
 """
 
@@ -70,12 +71,12 @@ def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
 
 def kernel_unchanged(views: dict) -> bool:
     """True when every table still holds nm-zones' rules as recorded after its last commit."""
-    from .held import read_view, view_digest
+    from .backends import read_view
+    from .held import view_digest
 
     try:
         return bool(views) and all(
-            view_digest(read_view(family, table)) == digest
-            for (family, table), digest in views.items()
+            view_digest(read_view(key)) == digest for key, digest in views.items()
         )
     except OSError:
         return False
