@@ -40,6 +40,12 @@ def choose(setting: str) -> list[str]:
 
 
 def open_backend(name: str, state_dir: str | None):
+    import os
+
+    if f"missing-backend={name}" in os.environ.get("NM_ZONES_FAULTS", ""):  # tests only
+        from ..errors import KernelError
+
+        raise KernelError(f"{name} is missing (NM_ZONES_FAULTS)")
     if name == "nftables":
         from .nftables import NftablesBackend
 
