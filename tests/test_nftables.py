@@ -154,3 +154,49 @@ def test_disable_removes_the_table_and_enable_puts_it_back(lab):
     assert lab.nft_table() == ""
     lab.nm_zones("enable")
     assert f'"{link.name}" : jump nmz-if-{link.name}-in' in lab.nft_table()
+
+
+ALLOWANCE = """
+import sys, time
+from nm_zones.backends.nftables import NftablesBackend
+from nm_zones.compile import compile_interface
+from nm_zones.compiled import KernelPlan
+from nm_zones.config import load
+from nm_zones.paths import Paths
+
+config = load(Paths(config="/nonexistent")).config
+interface = sys.argv[1]
+tables = compile_interface(interface, config.zones["block"], config).kernel_tables()
+chains, dispatch = tables[("ipv4", "filter")]
+
+
+def allowance(port, seconds):
+    stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + seconds))
+    matches = (("tcp", (("dport", str(port)),)), ("time", (("datestop", stop),)))
+    return ("ACCEPT", (), None, None, "tcp", matches)
+
+
+for family in ("ipv4", "ipv6"):
+    chains, dispatch = tables[(family, "filter")]
+    extra = (allowance(8080, 3600), allowance(22, -3600))
+    chains = tuple((c, extra + specs if c.endswith("-in") else specs) for c, specs in chains)
+    tables[(family, "filter")] = (chains, dispatch)
+NftablesBackend().apply(KernelPlan(interface, tables))
+"""
+
+
+def test_an_allowance_with_a_deadline_is_ignored_by_the_kernel_once_it_passed(lab):
+    """The form `nm-zones allow --for` takes in a plan (a rule spec with a `time` match,
+    backends/base.py): before its deadline the port is open, after it the kernel ignores it."""
+    link = lab.add_link()
+    lab.listen()
+    lab.run(lab.zoned, [PYTHON, "-c", ALLOWANCE, link.name])
+    got = lab.probe(
+        [
+            {"kind": "tcp", "address": address, "port": port}
+            for address in (link.ipv4, link.ipv6)
+            for port in (8080, 22)
+        ]
+    )
+    assert got == ["accepted", "rejected", "accepted", "rejected"]
+    assert "meta time <" in lab.nft_table()

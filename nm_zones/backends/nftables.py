@@ -126,14 +126,24 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
         number = int(settings.get("icmp-type") or settings.get("icmpv6-type"))
         word = "icmp" if name == "icmp" else "icmpv6"
         parts.append(f"{word} type {ICMP_NAMES[family].get(number, number)}")
-    elif name == "time":  # an allowance's deadline (UTC), after which the rule is ignored
-        parts.append(f'meta time < "{settings["datestop"].replace("T", " ")}"')
+    elif name == "time":  # an allowance's deadline, after which the kernel ignores the rule
+        parts.append(f'meta time < "{local_time(settings["datestop"])}"')
     elif name == "limit":
         count, _, unit = settings["limit"].partition("/")
         parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
     else:
         raise Untranslatable(f"match {name!r}")
     return parts
+
+
+def local_time(utc: str) -> str:
+    """iptables' `--datestop` (UTC, `YYYY-MM-DDTHH:MM:SS`) as nft reads a date: in the local
+    time zone of the process that parses it (libnftables, here in this process)."""
+    import calendar
+    import time
+
+    moment = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%S"))
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
 def _verdict(family: str, target: str, options: tuple) -> str:
