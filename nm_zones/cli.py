@@ -455,13 +455,13 @@ def _held_by(state) -> str:
 
 def _tables_changed(state) -> list[str]:
     """Tables whose nm-zones rules differ from the view recorded after its last commit."""
-    from .backends import read_view
+    from .backends import differs
 
     try:
         return [
             " ".join(key)
             for key, view in sorted(state.kernel.items())
-            if view is not None and read_view(key) != view
+            if view is not None and differs(key, view)
         ]
     except OSError:
         return []

@@ -338,7 +338,7 @@ class Engine:
         if not wanted:
             return
         for key in _ordered(wanted):
-            if self.backend.read_view(key) != state.kernel.get(key):
+            if self.backend.differs(key, state.kernel.get(key)):
                 try:
                     changed = state.kernel.get(key) is not None
                     self._rebuild(state, key, changed)

@@ -71,13 +71,10 @@ def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
 
 def kernel_unchanged(views: dict) -> bool:
     """True when every table still holds nm-zones' rules as recorded after its last commit."""
-    from .backends import read_view
-    from .held import view_digest
+    from .backends import unchanged
 
     try:
-        return bool(views) and all(
-            view_digest(read_view(key)) == digest for key, digest in views.items()
-        )
+        return bool(views) and all(unchanged(key, token) for key, token in views.items())
     except OSError:
         return False
 
@@ -86,7 +83,7 @@ def quick_index(state) -> bytes:
     """Written with every state: interface -> (its inputs, its index), for the interfaces
     whose rules are applied as decided (not degraded, not interrupted), and the digest of
     each table's recorded view."""
-    from .held import view_digest
+    from .backends import quick_token
 
     bound = {
         name: (binding.inputs, binding.ifindex)
@@ -96,5 +93,5 @@ def quick_index(state) -> bytes:
     views = state.kernel
     if not state.catchall_digest or None in views.values():
         bound = {}  # no catch-all yet, or a commit under way: events run in full
-    digests = {key: view_digest(view) for key, view in views.items() if view is not None}
-    return marshal.dumps((bound, digests))
+    tokens = {key: quick_token(key, view) for key, view in views.items() if view is not None}
+    return marshal.dumps((bound, tokens))

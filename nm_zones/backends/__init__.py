@@ -16,16 +16,37 @@ def backend_of_key(key) -> str:
     return "nftables" if key[0] == NFT_FAMILY else "iptables"
 
 
-def read_view(key) -> dict:
-    """The view under `key`, read by the backend the key belongs to (the quick path's cheap
-    check: one getsockopt for an iptables table, one netlink dump of nm-zones' table)."""
+def quick_token(key, view: dict):
+    """What the quick path keeps of a view to check it on the next event: a digest of an
+    iptables table's view, the nftables view itself (its generation id answers at once)."""
     if key[0] == NFT_FAMILY:
-        from .nftables import read_view as read_nft
+        return view
+    from ..held import view_digest
 
-        return read_nft(key)
-    from ..held import read_view as read_iptables
+    return view_digest(view)
 
-    return read_iptables(*key)
+
+def unchanged(key, token) -> bool:
+    """Whether the kernel still holds what quick_token recorded (the quick path's check: one
+    getsockopt for an iptables table, one netlink message for nftables' generation id)."""
+    if key[0] == NFT_FAMILY:
+        from .nftables import view_differs
+
+        return not view_differs(token)
+    from ..held import read_view, view_digest
+
+    return view_digest(read_view(*key)) == token
+
+
+def differs(key, recorded) -> bool:
+    """Whether the view under `key` no longer is `recorded`, by the backend the key names."""
+    if key[0] == NFT_FAMILY:
+        from .nftables import view_differs
+
+        return view_differs(recorded)
+    from ..held import read_view
+
+    return recorded is None or read_view(*key) != recorded
 
 
 def choose(setting: str) -> list[str]:

@@ -37,6 +37,9 @@ class Backend(Protocol):
     def read_view(self, key: ViewKey) -> dict:
         """What the kernel holds of nm-zones under `key` ({} when nothing)."""
 
+    def differs(self, key: ViewKey, recorded) -> bool:
+        """Whether the kernel no longer holds what `recorded` (a view; None: unknown) saw."""
+
     def apply(self, plan, previous_tables=None) -> None:
         """Put one interface's plan (or the catch-all's, with the hooks) in place; tables
         the interface used before (`previous_tables`, None: unknown) are cleaned."""

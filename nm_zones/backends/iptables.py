@@ -25,6 +25,9 @@ class IptablesBackend:
 
         return read_view(*key)
 
+    def differs(self, key, recorded) -> bool:
+        return recorded is None or self.read_view(key) != recorded
+
     def apply(self, plan, previous_tables=None) -> None:
         self.netfilter.apply(plan, previous_tables)
 

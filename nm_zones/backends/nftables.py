@@ -397,7 +397,10 @@ class NftablesBackend:
         return {KEY}
 
     def read_view(self, key: tuple[str, str]) -> dict:
-        return read_view(key, self.lister)
+        return read_view(key)
+
+    def differs(self, key: tuple[str, str], recorded) -> bool:
+        return view_differs(recorded)
 
     def apply(self, plan, previous_tables=None) -> None:
         from ..ifname import chain_name
@@ -488,10 +491,16 @@ class NftablesBackend:
     # -- inside --------------------------------------------------------------------------
 
     def _with_hooks(self, lines: list[str]) -> list[str]:
-        """The skeleton first; when the table is new, its vmap rules too."""
-        if not list_table(self.lister):
-            return table_script() + lines
-        return skeleton() + lines
+        """The skeleton first; when the table is new, its vmap rules too (a table whose hook
+        chains another program changed is rebuilt whole before: engine.reconcile)."""
+        from .nfnetlink import Reader
+
+        reader = Reader()
+        try:
+            exists = reader.table_exists(TABLE)
+        finally:
+            reader.close()
+        return (skeleton() if exists else table_script()) + lines
 
     def _commit(self, lines: list[str]) -> None:
         try:
@@ -517,12 +526,27 @@ class NftablesBackend:
 OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
 
 
-def read_view(key=KEY, nft: Nft | None = None) -> dict:
-    """The view of nm-zones' table: a fingerprint of its listing ({} when absent)."""
-    from ..digest import fingerprint
+def read_view(key=KEY) -> dict:
+    """The view of nm-zones' table ({} when absent): a fingerprint of what the kernel holds
+    in it, and the ruleset's generation id when it was read (nfnetlink.py)."""
+    from .nfnetlink import read
 
-    text = list_table(nft)
-    return {"ruleset": fingerprint(text)} if text else {}
+    generation, digest = read(TABLE, HOOK_CHAINS)
+    return {"ruleset": digest, "generation": generation} if digest else {}
+
+
+def view_differs(recorded) -> bool:
+    """Whether the table is no longer as `recorded` (None: a commit was under way, so it is
+    unknown). Nothing in nftables changed since when the generation id is the same; else the
+    table itself is read, so other programs' changes to their own tables do not count."""
+    if recorded is None:
+        return True
+    from .nfnetlink import read
+
+    generation, _ = read(TABLE, HOOK_CHAINS, with_digest=False)
+    if recorded and recorded.get("generation") == generation:
+        return False
+    return read_view().get("ruleset") != recorded.get("ruleset")
 
 
 def parse_listing(text: str):
