@@ -91,9 +91,15 @@ def quote(name: str) -> str:
 
 
 def chain_ref(name: str) -> str:
-    """A chain name as `jump`/`goto` and `chain` take it: bare when nft prints it bare."""
-    plain = name.replace("-", "").replace("_", "").replace(".", "").isalnum()
-    return name if plain and name[0].isalpha() else quote(name)
+    """A chain name as nft takes and prints it: an identifier (nft 1.0.6 takes no quoted chain
+    names). A hashed interface token's `~` becomes `/`, which nft allows inside a name and no
+    interface name contains, so it cannot meet a plain token."""
+    return name.replace("~", "/")
+
+
+def chain_of(ref: str) -> str:
+    """The inverse of chain_ref: a chain name as nm-zones' plans spell it."""
+    return ref.strip('"').replace("/", "~")
 
 
 def _ports(value: str) -> str:
@@ -455,12 +461,8 @@ class NftablesBackend:
         tokens = set()
         for line in list_table(self.lister).splitlines():
             words = line.split()
-            if (
-                len(words) >= 2
-                and words[0] == "chain"
-                and words[1].strip('"').startswith("nmz-if-")
-            ):
-                tokens.add(words[1].strip('"')[len("nmz-if-") :].rsplit("-", 1)[0])
+            if len(words) >= 2 and words[0] == "chain" and words[1].startswith("nmz-if-"):
+                tokens.add(chain_of(words[1])[len("nmz-if-") :].rsplit("-", 1)[0])
         return tokens
 
     def remove_everything(self) -> None:
@@ -518,7 +520,7 @@ class NftablesBackend:
         if listed:
             for dispatch_chain, elements in listed[1].items():
                 for interface, verdict in elements.items():
-                    if verdict.split()[-1].strip('"') in owned:
+                    if chain_of(verdict.split()[-1]) in owned:
                         found.append((dispatch_chain, interface))
         return found
 
@@ -564,7 +566,7 @@ def parse_listing(text: str):
         if not line:
             continue
         if line.startswith(("chain ", "map ")) and line.endswith("{"):
-            kind, name = line.split()[0], line.split()[1].strip('"')
+            kind, name = line.split()[0], chain_of(line.split()[1])
             current = name
             (chains if kind == "chain" else maps)[name] = [] if kind == "chain" else {}
             continue
