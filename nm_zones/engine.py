@@ -74,13 +74,21 @@ class Engine:
         return self._backend
 
     def _open_backend(self):
-        from .backends import choose, open_backend
+        """The chosen backend; when it cannot be opened, the other one, unless the chosen one
+        already holds rules: then they stay in the kernel and its error is said as it is
+        (a python-iptables broken by an upgrade moves nothing anywhere)."""
+        from .backends import backend_of_key, choose, open_backend
 
         failures = []
-        for name in choose(self.compiled.settings.get("backend", "auto")):
+        order = choose(self.compiled.settings.get("backend", "auto"))
+        for name in order:
             try:
                 backend = open_backend(name, self.paths.state)
             except (KernelError, OSError, ImportError) as error:
+                if name == order[0]:
+                    held = {backend_of_key(key) for key in self.state_dir.load().kernel}
+                    if name in held:
+                        raise
                 failures.append(f"{name}: {describe(error)}")
                 continue
             if failures:

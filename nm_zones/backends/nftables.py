@@ -77,7 +77,6 @@ REJECT = {
 PROTOCOL_NAMES = {number: name for name, number in IP_PROTOCOLS.items()}
 PROTOCOL_NAMES[58] = "ipv6-icmp"
 RATE_UNITS = {"s": "second", "sec": "second", "min": "minute", "hour": "hour", "day": "day"}
-HELPER_FAMILIES = {"netbios-ns": "ip", "pptp": "ip", "snmp": "ip", "amanda": "ip"}
 
 
 class Untranslatable(ValueError):
@@ -244,13 +243,17 @@ class Script:
         self.chains: dict[str, dict[str, tuple]] = {}  # chain -> family -> specs
         self.elements: dict[str, dict[str, str]] = {}  # map -> interface -> verdict
         self.catchall: dict[str, dict[str, list]] = {}  # base chain -> family -> rules
-        self.helpers: set[str] = set()
+        # conntrack helper -> (its protocol, the families whose rules use it)
+        self.helpers: dict[str, tuple[str, set[str]]] = {}
         for family in FAMILIES:
             for table in TABLE_ORDER:
                 chains, dispatch = plan.tables.get((family, table), ((), ()))
                 for chain, specs in chains:
                     self.chains.setdefault(chain, {})[family] = specs
-                    self.helpers |= {dict(s[1])["helper"] for s in specs if s[0] == "CT"}
+                    for spec in specs:
+                        if spec[0] == "CT":
+                            helper = dict(spec[1])["helper"]
+                            self.helpers.setdefault(helper, (spec[4], set()))[1].add(family)
                 for dispatch_chain, section, _direction, interface, target in dispatch:
                     verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
                     if section == SECTION_CATCHALL:
@@ -282,11 +285,10 @@ class Script:
         return result
 
 
-def _helper_decl(helper: str) -> str:
-    from ..compile import HELPER_PORTS
-
-    protocol = HELPER_PORTS[helper][0]
-    l3 = HELPER_FAMILIES.get(helper, "inet")
+def _helper_decl(helper: str, protocol: str, families: set[str]) -> str:
+    """A `ct helper` object's body: the protocol its traffic starts on, and l3proto inet
+    when both families use it, else the one that does."""
+    l3 = "inet" if len(families) > 1 else ADDRESS[next(iter(families))]
     return f'type "{helper}" protocol {protocol}; l3proto {l3};'
 
 
@@ -331,8 +333,9 @@ def interface_script(plan, replace: bool = True) -> list[str]:
     script = Script(plan)
     lines = []
     t = f"{FAMILY} {TABLE}"
-    for helper in sorted(script.helpers):
-        lines.append(f"add ct helper {t} {helper_object(helper)} {{ {_helper_decl(helper)} }}")
+    for helper, (protocol, families) in sorted(script.helpers.items()):
+        body = _helper_decl(helper, protocol, families)
+        lines.append(f"add ct helper {t} {helper_object(helper)} {{ {body} }}")
     bodies = script.chain_lines()
     for chain, rules in bodies.items():
         lines.append(f"add chain {t} {chain_ref(chain)}")
