@@ -28,6 +28,8 @@ HOOK_NAMES = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
 INFO_SIZE = 84  # struct ipt_getinfo
 ENTRIES_HEADER = 40  # struct ipt_get_entries, up to its 8-byte aligned entry table
 PREFIX = "nmz-"
+READ_ATTEMPTS = 8
+EAGAIN = 11
 
 
 class ReadError(OSError):
@@ -126,10 +128,18 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
 
 
 def read_view(family: str, table: str) -> dict:
-    """What the kernel holds of nm-zones in one table ({} when the table is not loaded)."""
+    """What the kernel holds of nm-zones in one table ({} when the table is not loaded).
+    A table another program committed between the size and the entries read is read again
+    (the kernel says EAGAIN: the read is outside the xtables lock)."""
     if table not in loaded_tables(family):
         return {}
-    return view_of(family, *table_blob(family, table))
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return view_of(family, *table_blob(family, table))
+        except ReadError as error:
+            if error.errno != EAGAIN or attempt == READ_ATTEMPTS - 1:
+                raise
+    return {}  # not reached
 
 
 def view_digest(view: dict) -> str:
