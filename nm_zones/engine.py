@@ -352,6 +352,7 @@ class Engine:
                     self._rebuild(state, key, changed)
                 except KernelError as error:
                     self.failed(" ".join(key), state, error)
+        self.backend.trust({key: state.kernel.get(key) for key in wanted})
 
     def move_backend(self, state: State) -> None:
         """When the settings name another backend than the one holding the rules: everything

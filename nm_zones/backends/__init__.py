@@ -18,9 +18,11 @@ def backend_of_key(key) -> str:
 
 def quick_token(key, view: dict):
     """What the quick path keeps of a view to check it on the next event: a digest of an
-    iptables table's view, the nftables view itself (its generation id answers at once)."""
+    iptables table's view; nftables' generation id, which answers at once, and a digest."""
     if key[0] == NFT_FAMILY:
-        return view
+        from .nftables import view_digest as nft_digest
+
+        return {"generation": view.get("generation"), "digest": nft_digest(view)}
     from ..held import view_digest
 
     return view_digest(view)
@@ -30,9 +32,14 @@ def unchanged(key, token) -> bool:
     """Whether the kernel still holds what quick_token recorded (the quick path's check: one
     getsockopt for an iptables table, one netlink message for nftables' generation id)."""
     if key[0] == NFT_FAMILY:
-        from .nftables import view_differs
+        from .nfnetlink import read
+        from .nftables import TABLE
+        from .nftables import read_view as read_nft
+        from .nftables import view_digest as nft_digest
 
-        return not view_differs(token)
+        if token.get("generation") == read(TABLE, ())["generation"]:
+            return True
+        return nft_digest(read_nft(key)) == token["digest"]
     from ..held import read_view, view_digest
 
     return view_digest(read_view(*key)) == token

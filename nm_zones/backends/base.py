@@ -40,6 +40,10 @@ class Backend(Protocol):
     def differs(self, key: ViewKey, recorded) -> bool:
         """Whether the kernel no longer holds what `recorded` (a view; None: unknown) saw."""
 
+    def trust(self, views: dict) -> None:
+        """The views the engine has just checked the kernel still holds (or rebuilt): a
+        backend may read back only what its next commits change."""
+
     def apply(self, plan, previous_tables=None) -> None:
         """Put one interface's plan (or the catch-all's, with the hooks) in place; tables
         the interface used before (`previous_tables`, None: unknown) are cleaned."""

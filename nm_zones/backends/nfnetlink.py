@@ -22,7 +22,10 @@ NFT_MSG_GETCHAIN, NFT_MSG_GETRULE, NFT_MSG_GETSETELEM, NFT_MSG_GETGEN = 4, 7, 13
 NFPROTO_INET = 1
 NLM_F_REQUEST, NLM_F_DUMP, NLM_F_DUMP_INTR = 0x1, 0x300, 0x10
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-ATTR_TABLE, ATTR_SET = 1, 2  # NFTA_*_TABLE is 1 for chains, rules and element lists
+# NFTA_*_TABLE is 1 for chains, rules and element lists; NFTA_CHAIN_NAME and NFTA_RULE_CHAIN
+# are 3 and 2 (a rule message starts with its table and its chain); NFTA_SET_ELEM_LIST_SET 2
+ATTR_TABLE, ATTR_SET, ATTR_RULE_CHAIN, ATTR_NAME = 1, 2, 2, 3
+ENOENT = 2
 NFTA_GEN_ID = 1
 ATTEMPTS = 5
 
@@ -96,7 +99,7 @@ class Reader:
         try:
             self._request(NFT_MSG_GETTABLE, 0, _attribute(ATTR_TABLE, table.encode() + b"\0"))
         except OSError as error:
-            if error.errno == 2:  # ENOENT
+            if error.errno == ENOENT:
                 return False
             raise
         return True
@@ -109,22 +112,50 @@ class Reader:
                     return int.from_bytes(value, "big")
         raise OSError("netlink: no generation id")
 
-    def table_digest(self, table: str, maps) -> str:
-        """A fingerprint of the table's chains, rules and the elements of `maps` ("" when
-        there is no such table): the kernel's messages hashed as they come."""
+    def chain_digests(self, table: str, chains=None) -> dict[str, str]:
+        """chain -> a fingerprint of its rules as the kernel hands them out (handles
+        included), for every chain of the table, or only for `chains` (those absent left
+        out): the kernel filters the dump by table and chain."""
         from ..digest import sha256
 
         wanted = table.encode() + b"\0"
         name = _attribute(ATTR_TABLE, wanted)
-        digest, found = sha256(), False
-        for message in (NFT_MSG_GETCHAIN, NFT_MSG_GETRULE):
-            for payload in self._request(message, NLM_F_DUMP, name):
-                # the table is each message's first attribute; older kernels send every table
-                if payload[4 : 4 + len(wanted)] == wanted:
+        found: dict[str, object] = {}
+        if chains is None:
+            requests = [name]
+            for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, name):
+                attributes = dict(_attributes(payload, 0))
+                if attributes.get(ATTR_TABLE) == wanted:
+                    found[_text(attributes.get(ATTR_NAME, b""))] = sha256()
+        else:
+            requests = []
+            for chain in chains:
+                request = name + _attribute(ATTR_NAME, chain.encode() + b"\0")
+                try:
+                    self._request(NFT_MSG_GETCHAIN, 0, request)
+                except OSError as error:
+                    if isinstance(error, DumpChanged) or error.errno != ENOENT:
+                        raise
+                    continue
+                found[chain] = sha256()
+                requests.append(name + _attribute(ATTR_RULE_CHAIN, chain.encode() + b"\0"))
+        for request in requests:
+            for payload in self._request(NFT_MSG_GETRULE, NLM_F_DUMP, request):
+                attributes = _attributes(payload, 0)
+                table_attribute, chain_attribute = next(attributes, None), next(attributes, None)
+                if table_attribute != (ATTR_TABLE, wanted) or not chain_attribute:
+                    continue  # another table's (older kernels do not filter dumps)
+                digest = found.get(_text(chain_attribute[1]))
+                if digest is not None:
                     digest.update(payload)
-                    found = True
-        if not found:
-            return ""
+        return {chain: digest.hexdigest()[:32] for chain, digest in found.items()}
+
+    def elements_digest(self, table: str, maps) -> str:
+        """A fingerprint of the elements of `maps` (a missing map counts as such)."""
+        from ..digest import sha256
+
+        name = _attribute(ATTR_TABLE, table.encode() + b"\0")
+        digest = sha256()
         for map_name in maps:
             request = name + _attribute(ATTR_SET, map_name.encode() + b"\0")
             try:
@@ -138,15 +169,37 @@ class Reader:
         return digest.hexdigest()[:32]
 
 
-def read(table: str, maps, with_digest: bool = True) -> tuple[int, str]:
-    """(generation id, the table's fingerprint): both read in one consistent moment."""
+def _text(value: bytes) -> str:
+    return value.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def read(table: str, maps, chains=(), base: dict | None = None) -> dict:
+    """The view of `table`: {} when there is no such table, else its generation id, a
+    fingerprint per chain and one of the maps' elements, read in one consistent moment.
+    With `base` (a view known to be right before this process's last transaction) only
+    `chains` are read again (the ones that transaction touched): the cost of a change then
+    does not grow with the rest of the table. chains=() reads the generation id alone."""
     for _ in range(ATTEMPTS):
         reader = Reader()
         try:
             before = reader.generation()
-            digest = reader.table_digest(table, maps) if with_digest else ""
+            if chains == ():
+                return {"generation": before}
+            if not reader.table_exists(table):
+                view: dict = {}
+            elif base and chains is not None:
+                digests = dict(base["chains"])
+                for chain in chains:
+                    digests.pop(chain, None)
+                digests.update(reader.chain_digests(table, chains))
+                view = {"chains": digests, "elements": reader.elements_digest(table, maps)}
+            else:
+                view = {
+                    "chains": reader.chain_digests(table),
+                    "elements": reader.elements_digest(table, maps),
+                }
             if reader.generation() == before:
-                return before, digest
+                return {**view, "generation": before} if view else {}
         except DumpChanged:
             pass
         finally:

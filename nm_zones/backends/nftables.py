@@ -396,9 +396,17 @@ class NftablesBackend:
 
         check_netns_allowed()
         self.nft = Nft()
-        self.lister = Nft(OUTPUT_FLAGS)
+        self._lister: Nft | None = None
+        self.trusted: dict = {}
         self.views: dict[tuple[str, str], dict] = {}
         self.faults = Faults(os.environ.get("NM_ZONES_FAULTS", ""))
+
+    @property
+    def lister(self) -> Nft:
+        """A context that lists without counters (gc and status read the table as text)."""
+        if self._lister is None:
+            self._lister = Nft(OUTPUT_FLAGS)
+        return self._lister
 
     # -- the Backend interface ----------------------------------------------------------
 
@@ -420,7 +428,8 @@ class NftablesBackend:
             else (chain_name(plan.interface, kind) for kind in CHAIN_KINDS)
         )
         self.faults.check(owned)
-        self._commit(self._with_hooks(interface_script(plan)))
+        touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
+        self._change(interface_script(plan), touched)
         if plan.forwarding:
             from ..kernel import enable_forwarding
 
@@ -433,7 +442,7 @@ class NftablesBackend:
             return self.remove_chains(frozenset(CATCHALL_CHAINS.values()))
         chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
         self.faults.check(frozenset(chains))
-        self._commit(self._with_hooks(_drop_chains(interface, chains)))
+        self._change(_drop_chains(interface, chains), chains)
 
     def remove_chains(self, owned: frozenset[str], previous_tables=None) -> None:
         """Chains found in the kernel for no known interface, with the elements leading to
@@ -449,7 +458,7 @@ class NftablesBackend:
             lines += [f"add chain {t} {chain_ref(chain)}", f"flush chain {t} {chain_ref(chain)}"]
             lines.append(f"delete chain {t} {chain_ref(chain)}")
         if lines:
-            self._commit(self._with_hooks(lines))
+            self._change(lines, owned)
 
     def rebuild(self, key, plans: list) -> None:
         """The whole table rebuilt from `plans` (catch-all first) in one transaction: from
@@ -495,9 +504,16 @@ class NftablesBackend:
 
     # -- inside --------------------------------------------------------------------------
 
-    def _with_hooks(self, lines: list[str]) -> list[str]:
-        """The skeleton first; when the table is new, its vmap rules too (a table whose hook
-        chains another program changed is rebuilt whole before: engine.reconcile)."""
+    def trust(self, views: dict) -> None:
+        """Views the engine has just found the kernel to hold (engine.reconcile): the view
+        after this process's next transaction is that one with only the chains it touched
+        read again."""
+        self.trusted = {key: view for key, view in views.items() if key == KEY and view}
+
+    def _change(self, lines: list[str], touched) -> None:
+        """One transaction: the skeleton first (when the table is new, its vmap rules too;
+        a table whose hook chains another program changed is rebuilt whole before, by
+        engine.reconcile), then `lines`, which change the `touched` chains and maps only."""
         from .nfnetlink import Reader
 
         reader = Reader()
@@ -505,9 +521,12 @@ class NftablesBackend:
             exists = reader.table_exists(TABLE)
         finally:
             reader.close()
-        return (skeleton() if exists else table_script()) + lines
+        if exists:
+            self._commit(skeleton() + lines, touched)
+        else:
+            self._commit(table_script() + lines)
 
-    def _commit(self, lines: list[str]) -> None:
+    def _commit(self, lines: list[str], touched=None) -> None:
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
@@ -515,7 +534,11 @@ class NftablesBackend:
 
             raise CommitRefused(f"nftables: {error}") from None
         self.faults.after_commit()
-        self.views[KEY] = self.read_view(KEY)
+        base = self.views.get(KEY) or self.trusted.get(KEY)
+        if touched is None or not base:
+            self.views[KEY] = read_view(KEY)
+        else:
+            self.views[KEY] = read_view(KEY, sorted(touched), base)
 
     def _elements_to(self, owned) -> list[tuple[str, str]]:
         listed = parse_listing(list_table(self.lister))
@@ -531,13 +554,20 @@ class NftablesBackend:
 OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
 
 
-def read_view(key=KEY) -> dict:
-    """The view of nm-zones' table ({} when absent): a fingerprint of what the kernel holds
-    in it, and the ruleset's generation id when it was read (nfnetlink.py)."""
+def read_view(key=KEY, chains=None, base: dict | None = None) -> dict:
+    """The view of nm-zones' table ({} when absent): a fingerprint of each chain's rules and
+    one of the maps' elements, and the ruleset's generation id when it was read
+    (nfnetlink.py); with `base`, only `chains` are read again."""
     from .nfnetlink import read
 
-    generation, digest = read(TABLE, HOOK_CHAINS)
-    return {"ruleset": digest, "generation": generation} if digest else {}
+    return read(TABLE, HOOK_CHAINS, chains, base)
+
+
+def view_digest(view: dict) -> str:
+    """One fingerprint of a view's chains and elements (its generation id left out)."""
+    from ..digest import fingerprint
+
+    return fingerprint(repr((sorted(view.get("chains", {}).items()), view.get("elements"))))
 
 
 def view_differs(recorded) -> bool:
@@ -548,10 +578,13 @@ def view_differs(recorded) -> bool:
         return True
     from .nfnetlink import read
 
-    generation, _ = read(TABLE, HOOK_CHAINS, with_digest=False)
-    if recorded and recorded.get("generation") == generation:
+    if recorded and recorded.get("generation") == read(TABLE, HOOK_CHAINS)["generation"]:
         return False
-    return read_view().get("ruleset") != recorded.get("ruleset")
+    current = read_view()
+    return (current.get("chains"), current.get("elements")) != (
+        recorded.get("chains"),
+        recorded.get("elements"),
+    )
 
 
 def parse_listing(text: str):
