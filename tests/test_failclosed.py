@@ -387,7 +387,7 @@ def test_status_escapes_control_characters(lab):
     evil = "Cafe\nvz9             trusted    since 2026-01-01 00:00:00  kernel: in place\x1b[2J"
     assert hook(lab, link.name, "up", CONNECTION_ID=evil).returncode == 0
     out = status(lab).stdout
-    assert len(out.splitlines()) == 2, out
+    assert len(out.splitlines()) == 3, out  # the catch-all, the backend, the interface
     assert "\x1b" not in out and "Cafe\\nvz9" in out
 
 
