@@ -47,7 +47,8 @@ TRUSTED = ["accepted"] * 6
 WORK = ["accepted", "rejected", "accepted"] * 2
 
 
-def test_zone_set_with_nmcli_is_applied_on_up(nm):
+def home_lan_up(nm):
+    """A connection `lan` in zone home (set with nmcli), brought up and probed: its link."""
     link = nm.add_veth()
     nm.listen()
     nm.add_connection(link, "lan", "connection.zone", "home")
@@ -55,6 +56,11 @@ def test_zone_set_with_nmcli_is_applied_on_up(nm):
     nm.wait_zone(link.name, "home")
     nm.wait_reachable(link)
     assert nm.probe(specs(link)) == HOME
+    return link
+
+
+def test_zone_set_with_nmcli_is_applied_on_up(nm):
+    home_lan_up(nm)
     status = nm.nm_zones("status").stdout
     assert "ethz0" in status and "home" in status and "why: nmcli connection.zone" in status
     assert "connection: lan" in status
@@ -63,13 +69,7 @@ def test_zone_set_with_nmcli_is_applied_on_up(nm):
 def test_the_nftables_backend_under_the_real_networkmanager(nm):
     """The same events with `backend: nftables`: rules in nm-zones' nftables table only."""
     nm.sh("mkdir -p /etc/nm-zones && echo 'backend: nftables' > /etc/nm-zones/nm-zones.yaml")
-    link = nm.add_veth()
-    nm.listen()
-    nm.add_connection(link, "lan", "connection.zone", "home")
-    nm.nmcli("connection", "up", "lan")
-    nm.wait_zone(link.name, "home")
-    nm.wait_reachable(link)
-    assert nm.probe(specs(link)) == HOME
+    link = home_lan_up(nm)
     nm.nm_zones("assign", "lan", "block")
     nm.wait_zone(link.name, "block")
     assert nm.probe(specs(link)) == BLOCK
