@@ -200,3 +200,19 @@ def test_an_allowance_with_a_deadline_is_ignored_by_the_kernel_once_it_passed(la
     )
     assert got == ["accepted", "rejected", "accepted", "rejected"]
     assert "meta time <" in lab.nft_table()
+
+
+def test_a_run_of_several_transactions_records_the_table_as_it_is(lab):
+    """A reload re-applying two interfaces makes two transactions; the view it records
+    after the second must include the first, or the next change to any other table (which
+    makes nm-zones read its own table) would be taken for a change to nm-zones' rules."""
+    a, b = lab.add_link(), lab.add_link()
+    write(lab, "zones.d/lab.yaml", "services: [ssh]\n")
+    lab.nm_zones("apply", a.name, "lab")
+    lab.nm_zones("apply", b.name, "lab")
+    write(lab, "zones.d/lab.yaml", "services: [ssh, mdns]\n")
+    assert lab.nm_zones("reload").stdout.count("the zone's rules changed") == 2
+    lab.run(lab.zoned, ["nft", "add", "table", "inet", "someone-else"])
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 0, status.stdout
+    assert "changed by another program" not in status.stdout

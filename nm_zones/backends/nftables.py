@@ -539,6 +539,9 @@ class NftablesBackend:
             self.views[KEY] = read_view(KEY)
         else:
             self.views[KEY] = read_view(KEY, sorted(touched), base)
+        # the engine hands self.views to the state and empties it; the next transaction of
+        # this process starts from this view, not from the one checked before the run
+        self.trusted[KEY] = self.views[KEY]
 
     def _elements_to(self, owned) -> list[tuple[str, str]]:
         listed = parse_listing(list_table(self.lister))
