@@ -1,6 +1,7 @@
 """nm-zones speed, measured as whole processes, against a floor measured in the same run.
 
-    python3 bench/bench.py [--runs 20]          (root; everything happens in a network namespace)
+    python3 bench/bench.py [--runs 20] [--backend iptables|nftables|both]
+                                                (root; everything happens in network namespaces)
 
 Every NetworkManager event starts a new process, so the whole process is the product's
 latency. Each figure is the wall time from spawning a process to reaping it, taken from inside
@@ -8,7 +9,10 @@ a private network namespace (the timing process lives there, so no `ip netns exe
 The floor is what one interface's rules cost with iptables' own C tools: its chains and
 dispatch rules (zone `public`) loaded into the tables as they are with `iptables-legacy-restore
 --noflush` plus `ip6tables-legacy-restore --noflush`, one process each, with 0 and with 200
-other interfaces bound. Commands run as `nm-zones install` puts them on a system (`python -S`).
+other interfaces bound; with the nftables backend it is `nft -f` of the same interface's chains
+and map elements into nm-zones' table. Each backend runs in a fresh namespace of its own, and
+the two are printed side by side. Commands run as `nm-zones install` puts them on a system
+(`python -S`).
 
   a  hook `up` of a fresh interface (IPv4 and IPv6 rules applied)
   b  hook `reapply` switching a bound interface to another zone
@@ -22,6 +26,7 @@ Last, what each layer of imports costs a process as installed (where a reload's 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import shutil
@@ -60,13 +65,16 @@ def spawn(
 
 
 class Bench:
-    def __init__(self, runs: int, tmp: str):
+    def __init__(self, runs: int, tmp: str, backend: str = "iptables"):
         self.runs = runs
         self.tmp = tmp
+        self.backend = backend
         self.config = os.path.join(tmp, "etc-nm-zones")
         # the state lives on tmpfs, as /run/nm-zones does (fsync costs nothing there)
         self.state = tempfile.mkdtemp(prefix="nm-zones-bench-state-", dir="/dev/shm")
         os.makedirs(os.path.join(self.config, "zones.d"), mode=0o755)
+        with open(os.path.join(self.config, "nm-zones.yaml"), "w") as settings:
+            settings.write(f"backend: {backend}\n")
         self.env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "NM_ZONES_CONFIG_DIR": self.config,
@@ -138,6 +146,34 @@ class Bench:
     # -- the measurements ---------------------------------------------------------------
 
     def floor(self, interface: str) -> list[float]:
+        return self.nft_floor(interface) if self.backend == "nftables" else self.xt_floor(interface)
+
+    def nft_floor(self, interface: str) -> list[float]:
+        """`nft -f` loading one interface's `public` chains and map elements into nm-zones'
+        table (made first when absent), one process; removed again after each run, untimed."""
+        from nm_zones.backends.nftables import _drop_chains, interface_script, table_script
+        from nm_zones.compile import compile_interface
+        from nm_zones.compiled import KernelPlan
+        from nm_zones.config import load
+        from nm_zones.ifname import chain_name
+        from nm_zones.layout import CHAIN_KINDS
+        from nm_zones.paths import Paths
+
+        config = load(Paths(config="/nonexistent")).config
+        ruleset = compile_interface(interface, config.zones["public"], config)
+        plan = KernelPlan(interface, ruleset.kernel_tables())
+        nft = shutil.which("nft")
+        spawn([nft, "-f", "-"], self.env, ("\n".join(table_script()) + "\n").encode())
+        load_text = ("\n".join(interface_script(plan, replace=False)) + "\n").encode()
+        chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
+        undo = ("\n".join(_drop_chains(interface, chains)) + "\n").encode()
+        times = []
+        for _ in range(self.runs):
+            times.append(spawn([nft, "-f", "-"], self.env, load_text)[0])
+            spawn([nft, "-f", "-"], self.env, undo)
+        return times
+
+    def xt_floor(self, interface: str) -> list[float]:
         """iptables' own C tools loading one interface's `public` chains and dispatch rules
         into the tables as they are (--noflush), IPv4 then IPv6: what any tool pays for the
         kernel's read and commit of the whole table. Removed again after each run, untimed."""
@@ -252,31 +288,24 @@ def import_costs(runs: int, env: dict) -> list[str]:
     return lines
 
 
-def summary(times: list[float]) -> tuple[float, float, float]:
-    return statistics.median(times), min(times), max(times)
-
-
-def row(label: str, times: list[float], floor: float, target: str = "") -> str:
-    median, low, high = summary(times)
-    return f"| {label} | {median:.1f} | {low:.1f} | {high:.1f} | {median / floor:.1f}x | {target} |"
-
-
-def inside(runs: int) -> int:
+def inside(runs: int, backend: str) -> int:
+    """One backend's figures, in this (fresh) namespace, as one JSON line."""
     sys.path.insert(0, REPO)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with tempfile.TemporaryDirectory(prefix="nm-zones-bench-") as tmp:
-        bench = Bench(runs, tmp)
+        bench = Bench(runs, tmp, backend)
         target, spare = bench.add_links(2)  # spare: never bound, for the floor
-        floor_times = bench.floor(spare)
-        floor = statistics.median(floor_times)
+        results: dict[str, list[float]] = {"floor": bench.floor(spare)}
         # leave the namespace as nm-zones expects to find it
-        subprocess.run(
-            "for t in iptables-legacy ip6tables-legacy; do $t -X nmz-input; $t -X nmz-forward;"
-            " $t -X nmz-forward-out; done",
-            shell=True,
-            check=True,
-        )
-        results: dict[str, list[float]] = {}
+        if backend == "nftables":
+            subprocess.run(["nft", "delete", "table", "inet", "nm-zones"], check=True)
+        else:
+            subprocess.run(
+                "for t in iptables-legacy ip6tables-legacy; do $t -X nmz-input;"
+                " $t -X nmz-forward; $t -X nmz-forward-out; done",
+                shell=True,
+                check=True,
+            )
         results["a"] = bench.fresh_up(target)
         results["b0"] = bench.switch(target)
         results["c-conn"] = bench.noop_connectivity()
@@ -289,74 +318,84 @@ def inside(runs: int) -> int:
         bench.bind(more)
         results["d200"] = bench.reload_one_changed(target)
         results["b200"] = bench.switch(target)
-        floor200_times = bench.floor(spare)
-        floor200 = statistics.median(floor200_times)
-        b0, b200 = statistics.median(results["b0"]), statistics.median(results["b200"])
-        lines = [
-            f"nm-zones benchmark: {runs} runs each, whole processes, milliseconds "
-            f"({os.cpu_count()} cores, Python {sys.version.split()[0]})",
-            "",
-            "| measurement | median | min | max | / floor | target |",
-            "|---|---|---|---|---|---|",
-            row(
-                "floor: iptables-legacy-restore + ip6tables-legacy-restore, one interface "
-                "in `public`, 0 others bound",
-                floor_times,
-                floor,
-            ),
-            row("a. hook `up`, fresh interface, IPv4 + IPv6", results["a"], floor, "<= 60"),
-            row("b. hook `reapply`, zone switch, 0 others bound", results["b0"], floor, "<= 60"),
-            row("c. hook `connectivity-change` (no-op)", results["c-conn"], floor, "<= 25"),
-            row("c. hook `up`, nothing changed (no-op)", results["c-up"], floor, "<= 25"),
-            row(
-                "d. `nm-zones reload`, one zone changed, 1 bound",
-                results["d1"],
-                floor,
-                f"<= 2 x b = {2 * b0:.0f}",
-            ),
-            row(
-                "d. `nm-zones reload`, one zone changed, 50 bound",
-                results["d50"],
-                floor,
-                f"<= {2 * b0:.0f}",
-            ),
-            row(
-                "d. `nm-zones reload`, one zone changed, 200 bound",
-                results["d200"],
-                floor,
-                f"<= {2 * b0:.0f}",
-            ),
-            row(
-                "floor with 200 others bound (/ floor: against itself with 0 bound)",
-                floor200_times,
-                floor,
-            ),
-            row(
-                "e. zone switch, 200 others bound (/ floor: against the floor with 200)",
-                results["b200"],
-                floor200,
-                f"<= 1.3 x b = {1.3 * b0:.0f}",
-            ),
-            "",
-            f"e. 200 bound / 0 bound: {b200 / b0:.2f} (target <= 1.3); the floor's own: "
-            f"{floor200 / floor:.2f}, {floor200 - floor:.1f} ms more",
-            f"peak RSS of the hook process: {bench.peak_rss / 1024:.1f} MiB (target <= 30)",
-        ]
-        lines += ["", "where a process's time goes (imports as installed):", ""]
-        lines += import_costs(runs, bench.env)
-        print("\n".join(lines))
-        checks = [
-            statistics.median(results["a"]) <= TARGETS["a"],
-            b0 <= TARGETS["b"],
-            statistics.median(results["c-conn"]) <= TARGETS["c"],
-            statistics.median(results["c-up"]) <= TARGETS["c"],
-            b200 <= 1.3 * b0,
-            all(statistics.median(results[k]) <= 2 * b0 for k in ("d1", "d50", "d200")),
-            bench.peak_rss / 1024 <= 30,
-        ]
-        print(f"targets met: {sum(checks)} of {len(checks)}")
+        results["floor200"] = bench.floor(spare)
+        results["rss"] = [bench.peak_rss / 1024]
+        if backend == "iptables":
+            results["imports"] = import_costs(runs, bench.env)
+        print("RESULTS " + json.dumps(results))
         shutil.rmtree(bench.state, ignore_errors=True)
     return 0
+
+
+FLOORS = {
+    "iptables": "iptables-legacy-restore + ip6tables-legacy-restore",
+    "nftables": "nft -f",
+}
+# (key, label, target as text, the backend's own limit or None); the switch ratio's target
+# is per backend: 1.3 for iptables (a legacy commit copies the whole table), 1.1 for nftables
+ROWS = (
+    ("a", "a. hook `up`, fresh interface, IPv4 + IPv6", "<= 60"),
+    ("b0", "b. hook `reapply`, zone switch, 0 others bound", "<= 60"),
+    ("c-conn", "c. hook `connectivity-change` (no-op)", "<= 25"),
+    ("c-up", "c. hook `up`, nothing changed (no-op)", "<= 25"),
+    ("d1", "d. `nm-zones reload`, one zone changed, 1 bound", "<= 2 x b"),
+    ("d50", "d. `nm-zones reload`, one zone changed, 50 bound", "<= 2 x b"),
+    ("d200", "d. `nm-zones reload`, one zone changed, 200 bound", "<= 2 x b"),
+    ("b200", "e. zone switch, 200 others bound", "<= 1.3 x b (iptables), 1.1 x b (nftables)"),
+)
+SWITCH_RATIO = {"iptables": 1.3, "nftables": 1.1}
+
+
+def report(runs: int, results: dict[str, dict]) -> tuple[list[str], int, int]:
+    """The side-by-side table, and how many targets were met of how many."""
+    names = list(results)
+    header = "| measurement | " + " | ".join(f"{n} median | {n} / floor" for n in names)
+    lines = [
+        f"nm-zones benchmark: {runs} runs each, whole processes, milliseconds "
+        f"({os.cpu_count()} cores, Python {sys.version.split()[0]})",
+        "",
+        header + " | target |",
+        "|---|" + "---|---|" * len(names) + "---|",
+    ]
+    medians = {
+        n: {k: statistics.median(v) for k, v in r.items() if k != "imports"}
+        for n, r in results.items()
+    }
+
+    def cells(key: str, floor_key: str = "floor") -> str:
+        return " | ".join(
+            f"{medians[n][key]:.1f} | {medians[n][key] / medians[n][floor_key]:.1f}x" for n in names
+        )
+
+    lines.append(f"| floor, one interface in `public`, 0 others bound | {cells('floor')} | |")
+    for key, label, target in ROWS:
+        floor_key = "floor200" if key == "b200" else "floor"
+        lines.append(f"| {label} | {cells(key, floor_key)} | {target} |")
+    lines.append(f"| floor with 200 others bound | {cells('floor200')} | |")
+    lines.append("")
+    met = total = 0
+    for name in names:
+        m = medians[name]
+        ratio = m["b200"] / m["b0"]
+        lines.append(
+            f"{name}: floors {', '.join(FLOORS[name].split(' + '))}; e. 200 bound / 0 bound: "
+            f"{ratio:.2f} (target <= {SWITCH_RATIO[name]}); the floor's own: "
+            f"{m['floor200'] / m['floor']:.2f}; peak RSS of the hook: {m['rss']:.1f} MiB"
+        )
+        checks = [
+            m["a"] <= TARGETS["a"],
+            m["b0"] <= TARGETS["b"],
+            m["c-conn"] <= TARGETS["c"],
+            m["c-up"] <= TARGETS["c"],
+            ratio <= SWITCH_RATIO[name],
+            all(m[k] <= 2 * m["b0"] for k in ("d1", "d50", "d200")),
+            m["rss"] <= 30,
+        ]
+        met, total = met + sum(checks), total + len(checks)
+    if "iptables" in results:
+        lines += ["", "where a process's time goes (imports as installed):", ""]
+        lines += results["iptables"]["imports"]
+    return lines, met, total
 
 
 def main() -> int:
@@ -364,31 +403,49 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=20, help="runs per figure (default 20)")
+    parser.add_argument(
+        "--backend",
+        choices=("iptables", "nftables", "both"),
+        default="both",
+        help="which backend to measure (default both, side by side)",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
-        return inside(args.runs)
+        return inside(args.runs, args.backend)
     if os.geteuid() != 0:
         print("bench: run as root (it makes a network namespace)", file=sys.stderr)
         return 1
+    backends = ("iptables", "nftables") if args.backend == "both" else (args.backend,)
+    results = {}
+    for backend in backends:
+        results[backend] = measure_in_namespace(args.runs, backend)
+        if results[backend] is None:
+            return 1
+    lines, met, total = report(args.runs, results)
+    print("\n".join(lines))
+    print(f"targets met: {met} of {total}")
+    return 0
+
+
+def measure_in_namespace(runs: int, backend: str) -> dict | None:
+    """inside() in a fresh network namespace; its JSON line, or None when it failed."""
     name = f"nmz-bench-{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
-        return subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                name,
-                PYTHON,
-                os.path.abspath(__file__),
-                "--inside",
-                "--runs",
-                str(args.runs),
-            ]
-        ).returncode
+        argv = [PYTHON, os.path.abspath(__file__), "--inside", "--runs", str(runs)]
+        result = subprocess.run(
+            ["ip", "netns", "exec", name, *argv, "--backend", backend],
+            capture_output=True,
+            text=True,
+        )
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
+    for line in result.stdout.splitlines():
+        if line.startswith("RESULTS "):
+            return json.loads(line[len("RESULTS ") :])
+    print(f"bench: {backend} failed:\n{result.stdout}{result.stderr}", file=sys.stderr)
+    return None
 
 
 if __name__ == "__main__":

@@ -216,7 +216,38 @@ def cmd_check(args) -> int:
     result = load(_paths())
     if result.problems:
         raise ConfigError(result.problems)
+    _warn_iptables_variant(_plan_backend(result.config.settings.backend))
     return EXIT_OK
+
+
+def _plan_backend(setting: str) -> str:
+    """The backend the setting names (auto: as the kernel decides, see backends)."""
+    from .backends import choose
+
+    return choose(setting)[0]
+
+
+def _warn_iptables_variant(backend: str) -> None:
+    """The admin's `iptables` shows nft's tables only: rules nm-zones keeps in legacy x_tables
+    are invisible to it (it says only "iptables-legacy tables present")."""
+    import shutil
+    import subprocess
+
+    if backend != "iptables" or not shutil.which("iptables"):
+        return
+    try:
+        version = subprocess.run(
+            ["iptables", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if "nf_tables" in version:
+        print(
+            "nm-zones: warning: this system's `iptables` is the nft variant, but nm-zones keeps "
+            "its rules in legacy x_tables (backend iptables): `iptables -S` will not show them "
+            "(use iptables-legacy -S), or set `backend: nftables` in nm-zones.yaml",
+            file=sys.stderr,
+        )
 
 
 def cmd_plan(args) -> int:
@@ -226,6 +257,13 @@ def cmd_plan(args) -> int:
     check_interface(args.interface)
     zone, config = _loaded_zone(args.zone)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
+    if _plan_backend(config.settings.backend) == "nftables":
+        from .backends.nftables import plan_script
+        from .compiled import KernelPlan
+
+        plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
+        sys.stdout.write("# nftables\n" + plan_script(plan))
+        return EXIT_OK
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
@@ -407,12 +445,9 @@ def status_row(engine, state, name: str, binding, root: bool) -> dict:
     held = None
     if usable and root and binding.status == "applied":
         from .engine import allowed_for, interface_plan
-        from .rules import Ruleset
-        from .verify import kernel_holds
 
         allowed = allowed_for(state, name, usable.name)
-        plan = interface_plan(engine.compiled, name, usable, allowed)
-        held = kernel_holds(Ruleset.from_kernel_tables(name, usable.name, plan.tables))
+        held = engine.backend.holds(interface_plan(engine.compiled, name, usable, allowed))
     return {
         "interface": name,
         "zone": binding.zone,
@@ -449,6 +484,7 @@ def cmd_status(args) -> int:
         _print_json(
             {
                 "enabled": not disabled,
+                "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
                 "problems": problems,
@@ -462,6 +498,7 @@ def cmd_status(args) -> int:
             f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
         )
+        print(f"rules held by: {_held_by(state)}")
         for problem in problems:
             print(printable(problem))
         for row in rows:
@@ -491,12 +528,10 @@ def cmd_status(args) -> int:
 def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, list[str]]:
     """The catch-all's row and what is wrong besides the interfaces: a lost state, an
     interrupted commit, hooks or catch-all missing, tables another program changed."""
-    from .verify import kernel_holds
-
     catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
     tables_changed: list[str] = []
     if root and not disabled:
-        catchall["kernel"] = _kernel_word(_catchall_held(engine, state, kernel_holds))
+        catchall["kernel"] = _kernel_word(_catchall_held(engine, state))
         tables_changed = _tables_changed(state)
     problems = []
     if state.lost:
@@ -514,25 +549,30 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
     return catchall, problems
 
 
-def _catchall_held(engine, state, kernel_holds) -> bool | None:
+def _catchall_held(engine, state) -> bool | None:
     """Whether the hooks and the catch-all (as the config says it now) are in the kernel."""
     catchall = engine.compiled.catchall
     if not state.catchall_zone or "error" in catchall:
         return None
-    from .rules import Ruleset
+    return engine.backend.holds(engine.compiled.catchall_plan())
 
-    return kernel_holds(Ruleset.from_kernel_tables(None, catchall["zone"], catchall["tables"]))
+
+def _held_by(state) -> str:
+    """Which backend holds nm-zones' rules, by the views the state recorded."""
+    from .backends import backend_of_key
+
+    return ", ".join(sorted({backend_of_key(key) for key in state.kernel})) or "none"
 
 
 def _tables_changed(state) -> list[str]:
     """Tables whose nm-zones rules differ from the view recorded after its last commit."""
-    from .held import read_view
+    from .backends import differs
 
     try:
         return [
-            f"{family} {table}"
-            for (family, table), view in sorted(state.kernel.items())
-            if view is not None and read_view(family, table) != view
+            " ".join(key)
+            for key, view in sorted(state.kernel.items())
+            if view is not None and differs(key, view)
         ]
     except OSError:
         return []
@@ -566,9 +606,7 @@ def cmd_assign(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    return _run_changes(
-        engine, lambda state: assign(engine, args.connection, args.zone, state)
-    )
+    return _run_changes(engine, lambda state: assign(engine, args.connection, args.zone, state))
 
 
 def cmd_default_zone(args) -> int:

@@ -50,7 +50,8 @@ SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destinatio
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
 SETTINGS_FILE = "nm-zones.yaml"
-SETTINGS_KEYS = ("end-forbidden-flows",)
+SETTINGS_KEYS = ("end-forbidden-flows", "backend")
+BACKENDS = ("auto", "iptables", "nftables")
 FORWARD_TARGETS = ("accept", "reject", "drop")
 
 
@@ -407,11 +408,20 @@ def load_settings(path: str) -> tuple[Settings | None, list[Problem]]:
         return (None if check.problems else Settings()), check.problems
     defaults = Settings()
     settings = Settings(
-        end_forbidden_flows=check.boolean(
-            doc, "end-forbidden-flows", defaults.end_forbidden_flows
-        ),
+        end_forbidden_flows=check.boolean(doc, "end-forbidden-flows", defaults.end_forbidden_flows),
+        backend=_backend(check, doc, defaults.backend),
     )
     return (None if check.problems else settings), check.problems
+
+
+def _backend(check: _FileChecker, doc: LocMap, default: str) -> str:
+    value = check.text(doc, "backend") or default
+    if value not in BACKENDS:
+        check.add(
+            doc.key_lines["backend"], "backend", f"{value!r} is not one of {', '.join(BACKENDS)}"
+        )
+        return default
+    return value
 
 
 def _layered_settings(

@@ -47,15 +47,16 @@ class Engine:
         paths: Paths | None = None,
         use_cache: bool = True,
         compiled: CompiledConfig | None = None,
-        netfilter=None,
+        backend=None,
     ):
-        """`compiled` and `netfilter` let a resident process (the D-Bus service) share one
-        compiled config and one python-iptables between the engines it makes."""
+        """`compiled` and `backend` let a resident process (the D-Bus service) share one
+        compiled config and one opened backend (python-iptables imported once) between the
+        engines it makes."""
         self.paths = paths or Paths.from_environment()
         self.state_dir = StateDir(self.paths.state)
         self.use_cache = use_cache
         self._compiled: CompiledConfig | None = compiled
-        self._netfilter = netfilter
+        self._backend = backend
         self._catchall_checked = False
         self.changes: list[Change] = []
         self.warnings: list[str] = []
@@ -73,12 +74,36 @@ class Engine:
         return self._compiled
 
     @property
-    def netfilter(self):
-        if self._netfilter is None:
-            from .kernel import Netfilter
+    def backend(self):
+        """The Backend (backends/base.py) the settings choose; one that cannot be opened
+        gives way to the other, said once: an interface is never left unfiltered for want of
+        a backend."""
+        if self._backend is None:
+            self._backend = self._open_backend()
+        return self._backend
 
-            self._netfilter = Netfilter(self.paths.state)
-        return self._netfilter
+    def _open_backend(self):
+        """The chosen backend; when it cannot be opened, the other one, unless the chosen one
+        already holds rules: then they stay in the kernel and its error is said as it is
+        (a python-iptables broken by an upgrade moves nothing anywhere)."""
+        from .backends import backend_of_key, choose, open_backend
+
+        failures = []
+        order = choose(self.compiled.settings.get("backend", "auto"))
+        for name in order:
+            try:
+                backend = open_backend(name, self.paths.state)
+            except (KernelError, OSError, ImportError) as error:
+                if name == order[0]:
+                    held = {backend_of_key(key) for key in self.state_dir.load().kernel}
+                    if name in held:
+                        raise
+                failures.append(f"{name}: {describe(error)}")
+                continue
+            if failures:
+                self.warn(f"backend {name} used instead ({'; '.join(failures)})")
+            return backend
+        raise KernelError("no backend can be used (" + "; ".join(failures) + ")")
 
     def config_changed(self) -> None:
         """nm-zones itself changed a config file (allow --permanent): read it afresh."""
@@ -107,21 +132,17 @@ class Engine:
         """The state, with the view of every table this process committed; the tables it is
         about to commit are journaled as unknown (None), so that a run killed between a
         commit and the next save is not taken for another program's change."""
-        if self._netfilter is not None:
-            state.kernel.update(self._netfilter.views)
-            self._netfilter.views.clear()
+        if self._backend is not None:
+            state.kernel.update(self._backend.views)
+            self._backend.views.clear()
         for key in committing:
             if key in state.kernel:
                 state.kernel[key] = None
         self.state_dir.save(state)
 
     def _keep_entries(self) -> None:
-        """Keep kernel entries built in this run for the next ones (entries.py), and only
-        those the current config uses."""
-        entries = self.netfilter.entries
-        if entries.added:
-            specs = self.compiled.specs()
-            entries.save(lambda family, spec: (family, spec) in specs or spec[0] == "LOG")
+        """Keep what the backend built in this run for the next ones (iptables' entries)."""
+        self.backend.keep_entries(self.compiled)
 
     # -- the catch-all -------------------------------------------------------------------
 
@@ -147,8 +168,8 @@ class Engine:
         if state.catchall_digest == digest:
             return
         started = time.monotonic()
-        self.save(state, committing=FILTER_TABLES)
-        self.netfilter.apply(self.compiled.catchall_plan())
+        self.save(state, committing=self.backend.view_keys(FILTER_TABLES))
+        self.backend.apply(self.compiled.catchall_plan())
         self._keep_entries()
         old = state.catchall_zone
         state.catchall_zone, state.catchall_digest = catchall["zone"], digest
@@ -248,8 +269,9 @@ class Engine:
             inputs=inputs,
         )
         state.interfaces[interface] = binding
-        self.save(state, committing=binding.table_set() if previous is not None else ALL_TABLES)
-        self.netfilter.apply(plan, previous)
+        tables = binding.table_set() if previous is not None else None
+        self.save(state, committing=self.backend.view_keys(tables))
+        self.backend.apply(plan, previous)
         self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
@@ -298,8 +320,8 @@ class Engine:
         if old.status != "disabled":
             if old.status != "removing":
                 old.status = "removing"  # journaled: a run killed mid-way is finished later
-            self.save(state, committing=old.table_set() or ALL_TABLES)
-            self.netfilter.remove(interface, old.table_set() or None)
+            self.save(state, committing=self.backend.view_keys(old.table_set() or None))
+            self.backend.remove(interface, old.table_set() or None)
         del state.interfaces[interface]
         forget_allowances(state, interface)  # a `down` forgets what `allow` opened on it
         self.save(state)
@@ -321,6 +343,7 @@ class Engine:
         if state.lost:
             self.warn(f"{state.lost}; starting afresh (the kernel keeps its rules)")
             self.degraded = True
+        self.move_backend(state)
         self.reconcile(state)
         self.collect_garbage(state)
         self.repair(state)
@@ -369,51 +392,81 @@ class Engine:
         restored an old ruleset. Runs before anything else commits, so that no commit of
         this run records a changed table as if it were nm-zones' own."""
         wanted = set(state.kernel)
+        tables = set()
         for binding in state.interfaces.values():
             if binding.status in (*IN_KERNEL, "removing"):
-                wanted |= binding.table_set()
+                tables |= binding.table_set()
         if state.catchall_digest:
-            wanted |= {(family, "filter") for family in FAMILIES}
+            tables |= FILTER_TABLES
+        if tables:
+            wanted |= self.backend.view_keys(tables)
         if not wanted:
             return
-        from .held import read_view
+        for key in _ordered(wanted):
+            if self.backend.differs(key, state.kernel.get(key)):
+                try:
+                    changed = state.kernel.get(key) is not None
+                    self._rebuild(state, key, changed)
+                except KernelError as error:
+                    self.failed(" ".join(key), state, error)
+        self.backend.trust({key: state.kernel.get(key) for key in wanted})
 
-        for family in FAMILIES:
-            for table in TABLE_ORDER:
-                key = (family, table)
-                if key in wanted and read_view(family, table) != state.kernel.get(key):
-                    try:
-                        changed = state.kernel.get(key) is not None
-                        self._rebuild(state, family, table, changed)
-                    except KernelError as error:
-                        self.failed(f"{family} {table}", state, error)
+    def move_backend(self, state: State) -> None:
+        """When the settings name another backend than the one holding the rules: everything
+        (hooks, catch-all, every binding) is first put in place in the new one, then the old
+        one's rules are removed, so no interface is ever less filtered than under either
+        (a packet passes both meanwhile). A run killed in between finds the old views in the
+        state and does it again."""
+        from .backends import backend_of_key, open_backend
 
-    def _rebuild(self, state: State, family: str, table: str, changed: bool) -> None:
+        old = {backend_of_key(key) for key in state.kernel} - {self.backend.name}
+        if not old:
+            return
+        tables = set(FILTER_TABLES) if state.catchall_digest else set()
+        for binding in state.interfaces.values():
+            if binding.status in IN_KERNEL:
+                tables |= binding.table_set()
+        for key in _ordered(self.backend.view_keys(tables) if tables else ()):
+            self._rebuild(state, key, changed=False)
+        for name in sorted(old):
+            keys = [key for key in state.kernel if backend_of_key(key) == name]
+            for key in keys:
+                state.kernel[key] = None  # journaled: being removed
+            self.state_dir.save(state)
+            open_backend(name, self.paths.state).remove_everything()
+            for key in keys:
+                del state.kernel[key]
+            self.save(state)
+            self._changed(Change("*", name, self.backend.name, "rules moved to another backend"))
+
+    def _rebuild(self, state: State, key: tuple[str, str], changed: bool) -> None:
         """One commit of everything nm-zones has in the table; said loudly when another
         program `changed` it, quietly when no view was recorded yet (an interrupted first
         run, a state from an older nm-zones)."""
         started = time.monotonic()
         plans = []
         catchall = self.compiled.catchall
-        if table == "filter" and state.catchall_digest and "error" not in catchall:
+        covered = self.backend.view_keys
+        has_filter = any(key in covered({table}) for table in FILTER_TABLES)
+        if state.catchall_digest and "error" not in catchall and has_filter:
             plans.append(self.compiled.catchall_plan())
             state.catchall_zone, state.catchall_digest = catchall["zone"], catchall["digest"]
         for name, binding in sorted(state.interfaces.items()):
-            if binding.status not in IN_KERNEL or (family, table) not in binding.table_set():
+            if binding.status not in IN_KERNEL or key not in covered(binding.table_set()):
                 continue
             usable = self.usable_zone(binding.zone) or self.usable_zone(FALLBACK_ZONE)
             allowed = allowed_for(state, name, usable.name)
             if interface_digest(name, usable, allowed) != binding.digest:
                 binding.digest = ""  # its other tables may be older: apply it whole again
             plans.append(interface_plan(self.compiled, name, usable, allowed))
-        self.netfilter.rebuild(family, table, plans)
+        self.backend.rebuild(key, plans)
         self._keep_entries()
         self.save(state)
         if not changed:
             return
         self.degraded = True
         self.warn(
-            f"{family} {table}: nm-zones' rules had been changed by another program; "
+            f"{' '.join(key)}: nm-zones' rules had been changed by another program; "
             f"rebuilt in {_ms(started):.1f} ms"
         )
 
@@ -464,15 +517,16 @@ class Engine:
 
         known = {chain_token(name) for name in state.interfaces}
         known |= {chain_token(name) for _, name in socket.if_nameindex()}
-        for token in self.netfilter.interface_tokens() - known:
+        for token in self.backend.interface_tokens() - known:
             owned = frozenset(f"nmz-if-{token}-{kind}" for kind in CHAIN_KINDS)
-            self.netfilter.remove_chains(owned)
+            self.backend.remove_chains(owned)
             self._changed(Change(f"<{token}>", "?", "", "orphaned chains removed"))
 
     def disable_all(self, state: State, reason: str = "nm-zones disabled") -> None:
         """Every rule of nm-zones out of the kernel (the disabled flag, written first, is the
         journal: a run that finds it finishes this); bindings kept, marked disabled."""
-        self.netfilter.remove_everything()
+        self.backend.remove_everything()
+        self._remove_from_other_backends(state)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status != "disabled":
                 self._changed(Change(name, binding.zone, "", reason))
@@ -483,10 +537,20 @@ class Engine:
         state.kernel.clear()
         self.state_dir.save(state)
 
+    def _remove_from_other_backends(self, state: State) -> None:
+        """A backend the state says holds rules, other than the current one (a move that was
+        interrupted): its rules go too."""
+        from .backends import backend_of_key, open_backend
+
+        for name in sorted({backend_of_key(key) for key in state.kernel} - {self.backend.name}):
+            open_backend(name, self.paths.state).remove_everything()
+
     def finish_disable(self, state: State) -> None:
         """Called when the flag is set: complete a disable that was interrupted."""
-        if state.catchall_zone or state.kernel or any(
-            b.status != "disabled" for b in state.interfaces.values()
+        if (
+            state.catchall_zone
+            or state.kernel
+            or any(b.status != "disabled" for b in state.interfaces.values())
         ):
             self.disable_all(state)
 
@@ -546,6 +610,12 @@ def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, a
 
     extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
     return instantiate(usable, interface, extra)
+
+
+def _ordered(keys) -> list[tuple[str, str]]:
+    """View keys in commit order: each family's raw, nat, then filter (nftables' one key)."""
+    order = {table: number for number, table in enumerate(TABLE_ORDER)}
+    return sorted(keys, key=lambda key: (key[0], order.get(key[1], -1)))
 
 
 def describe(error: Exception) -> str:

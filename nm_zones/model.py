@@ -163,11 +163,12 @@ class Settings:
     file means."""
 
     end_forbidden_flows: bool = True  # a switch to a stricter zone ends the flows it forbids
+    backend: str = "auto"  # iptables, nftables, or auto (iptables where legacy x_tables exist)
 
     def plain(self) -> dict:
         """The settings by their keys, as plain values for the compiled config (an event
         reads them without the model)."""
-        return {"end-forbidden-flows": self.end_forbidden_flows}
+        return {"end-forbidden-flows": self.end_forbidden_flows, "backend": self.backend}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ nothing. An interface's binding is remembered with the inputs that decided it: t
 UUID and name, the identity of its keyfile (size, mtime, inode), and the identity of every
 config file. When none of these changed, the interface still has its index, no other bound
 interface is gone, and the kernel still holds nm-zones' rules as nm-zones last committed them
-(the view of each table, read with one getsockopt: held.py), the rules are already right: the
+(the view of each table, read with one getsockopt, held.py, or for nftables one netlink
+dump of nm-zones' table), the rules are already right: the
 event ends here, having imported only what Python starts with and ctypes.
 """
 
@@ -70,13 +71,10 @@ def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
 
 def kernel_unchanged(views: dict) -> bool:
     """True when every table still holds nm-zones' rules as recorded after its last commit."""
-    from .held import read_view, view_digest
+    from .backends import unchanged
 
     try:
-        return bool(views) and all(
-            view_digest(read_view(family, table)) == digest
-            for (family, table), digest in views.items()
-        )
+        return bool(views) and all(unchanged(key, token) for key, token in views.items())
     except OSError:
         return False
 
@@ -85,7 +83,7 @@ def quick_index(state) -> bytes:
     """Written with every state: interface -> (its inputs, its index), for the interfaces
     whose rules are applied as decided (not degraded, not interrupted), and the digest of
     each table's recorded view."""
-    from .held import view_digest
+    from .backends import quick_token
 
     bound = {
         name: (binding.inputs, binding.ifindex)
@@ -95,5 +93,5 @@ def quick_index(state) -> bytes:
     views = state.kernel
     if not state.catchall_digest or None in views.values():
         bound = {}  # no catch-all yet, or a commit under way: events run in full
-    digests = {key: view_digest(view) for key, view in views.items() if view is not None}
-    return marshal.dumps((bound, digests))
+    tokens = {key: quick_token(key, view) for key, view in views.items() if view is not None}
+    return marshal.dumps((bound, tokens))

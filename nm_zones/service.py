@@ -198,7 +198,7 @@ class ZoneService:
         self.methods = _methods(self)
         self._compiled = None
         self._compiled_key: tuple | None = None
-        self._netfilter = None
+        self._backend = None
         self._tasks: set[asyncio.Task] = set()
         self._descriptions: tuple[tuple | None, dict[str, str]] = (None, {})
         # bus round trips saved on every call; each is only a shortcut to something stable:
@@ -215,15 +215,15 @@ class ZoneService:
         if fresh or key != self._compiled_key:
             self._compiled, self._compiled_key = None, key
         engine = Engine(
-            self.paths, use_cache=not fresh, compiled=self._compiled, netfilter=self._netfilter
+            self.paths, use_cache=not fresh, compiled=self._compiled, backend=self._backend
         )
         self._compiled = engine.compiled
         return engine
 
     def finish(self, engine: Engine) -> list[str]:
         """Keep what the engine built for the next call; log its changes and warnings."""
-        if engine._netfilter is not None:
-            self._netfilter = engine._netfilter
+        if engine._backend is not None:
+            self._backend = engine._backend
         lines = [str(change) for change in engine.changes]
         for line in lines:
             print(f"nm-zones serve: {line}", file=sys.stderr, flush=True)

@@ -92,11 +92,28 @@ def host_files_untouched():
     assert not changed, f"the tests changed this machine's files: {changed}"
 
 
+BACKENDS = ("iptables", "nftables")
+
+
+def pytest_generate_tests(metafunc):
+    """Tests marked both_backends run once per backend: their lab's nm-zones.yaml names it."""
+    if metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("backend", BACKENDS)
+
+
 @pytest.fixture
-def lab(tmp_path):
+def backend() -> str:
+    """The backend a lab's nm-zones uses (iptables unless the test is marked both_backends)."""
+    return "iptables"
+
+
+@pytest.fixture
+def lab(tmp_path, backend):
     if NEEDS_ROOT:
         pytest.skip("needs root and iptables-legacy")
-    lab = Lab(str(tmp_path))
+    if backend == "nftables" and not shutil.which("nft"):
+        pytest.skip("needs nft (package nftables)")
+    lab = Lab(str(tmp_path), backend=backend)
     try:
         yield lab
     finally:

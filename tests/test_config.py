@@ -335,14 +335,44 @@ BROKEN_FOLDER = {
 }
 
 
-def run_check(etc) -> subprocess.CompletedProcess:
+def run_check(etc, iptables: str = "legacy") -> subprocess.CompletedProcess:
+    """`nm-zones check`, with an `iptables` on PATH that says it is the `iptables` variant
+    (legacy or nf_tables) this machine may or may not have."""
+    tools = etc.parent / f"{etc.name}-tools"
+    tools.mkdir(exist_ok=True)
+    stub = tools / "iptables"
+    stub.write_text(f"#!/bin/sh\necho 'iptables v1.8.9 ({iptables})'\n")
+    stub.chmod(0o755)
+    env = base_env(NM_ZONES_CONFIG_DIR=str(etc), NM_ZONES_STATE_DIR=str(etc / "state"))
+    env["PATH"] = f"{tools}:{env['PATH']}"
     return subprocess.run(
         [sys.executable, "-m", "nm_zones", "check"],
         capture_output=True,
         text=True,
         cwd=REPO,
-        env=base_env(NM_ZONES_CONFIG_DIR=str(etc), NM_ZONES_STATE_DIR=str(etc / "state")),
+        env=env,
     )
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_check_warns_when_iptables_is_the_nft_variant_and_rules_are_legacy(etc, backend):
+    write(etc / "nm-zones.yaml", f"backend: {backend}\n")
+    result = run_check(etc, iptables="nf_tables")
+    assert result.returncode == 0
+    if backend == "iptables":
+        assert "`iptables` is the nft variant" in result.stderr
+        assert len(result.stderr.splitlines()) == 1
+    else:
+        assert result.stderr == ""
+    assert run_check(etc, iptables="legacy").stderr == ""
+
+
+@pytest.mark.parametrize("value", ["ipfw", "yes", "[nftables]"])
+def test_a_backend_that_does_not_exist_is_refused_with_file_and_line(etc, value):
+    write(etc / "nm-zones.yaml", f"# settings\nbackend: {value}\n")
+    result = run_check(etc)
+    assert result.returncode == 2
+    assert "nm-zones.yaml:2: backend:" in result.stderr, result.stderr
 
 
 def test_check_reports_one_line_per_problem(etc):

@@ -11,7 +11,6 @@ import subprocess
 
 import pytest
 
-from nm_zones.compile import compile_interface
 from nm_zones.config import load
 from nm_zones.paths import Paths
 from tests.harness.lab import PYTHON
@@ -69,6 +68,18 @@ ATTACKS = {
         "ip6tables-legacy -I nmz-if-vz1-in 3 -p tcp --dport 8080 -j ACCEPT"
     ),
 }
+# The same attacks on nm-zones' nftables table.
+NFT_ATTACKS = {
+    "flush INPUT": "nft flush chain inet nm-zones input",
+    "delete the hooks": (
+        "nft flush chain inet nm-zones input; nft delete chain inet nm-zones input"
+    ),
+    "restore an older ruleset": "nft flush ruleset",
+    "flush the interface's chain": "nft flush chain inet nm-zones nmz-if-vz1-in",
+    "open a port in its chain": (
+        "nft insert rule inet nm-zones nmz-if-vz1-in tcp dport 8080 accept"
+    ),
+}
 DOORS = {
     "hook up (quick path)": lambda lab, env: hook(lab, "vz1", "up", **env),
     "hook down of another interface": lambda lab, env: hook(lab, "vz2", "down"),
@@ -78,6 +89,7 @@ DOORS = {
 }
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_rules_removed_behind_its_back_are_put_back(lab, tmp_path, attack):
     link, _ = lab.add_link(), lab.add_link()
@@ -86,8 +98,9 @@ def test_rules_removed_behind_its_back_are_put_back(lab, tmp_path, attack):
     assert hook(lab, link.name, "up", **env).returncode == 0
     assert hook(lab, link.name, "up", **env).returncode == 0  # the quick path: nothing to do
     assert probe_8080(lab, link) == ["rejected", "rejected"]
+    attacks = NFT_ATTACKS if lab.backend == "nftables" else ATTACKS
     for door, run in DOORS.items():
-        lab.shell(ATTACKS[attack])
+        lab.shell(attacks[attack])
         assert status(lab).returncode == 1, (door, status(lab).stdout)
         if attack != "flush the interface's chain":  # that one falls to the catch-all
             assert probe_8080(lab, link) == ["accepted", "accepted"], door  # really open
@@ -97,7 +110,8 @@ def test_rules_removed_behind_its_back_are_put_back(lab, tmp_path, attack):
         assert probe_8080(lab, link) == ["rejected", "rejected"], door
         assert status(lab).returncode == 0, (door, status(lab).stdout)
         for family in ("ipv4", "ipv6"):
-            assert chain(lab, link.name, family) == planned(link.name, "home", family), door
+            wanted = planned(link.name, "home", family, lab.backend)
+            assert chain(lab, link.name, family) == wanted, door
 
 
 def test_other_programs_changes_do_not_trigger_a_rebuild(lab, tmp_path):
@@ -135,15 +149,14 @@ NEXT_RUNS = {
 def planned_here(lab, interface: str, zone: str, family: str) -> list[str]:
     """planned(), with the lab's own zones (written by the test) over the shipped ones."""
     config = load(Paths(config=lab.config_dir)).config
-    text = compile_interface(interface, config.zones[zone], config).save_text(family)
-    return [line for line in text.splitlines() if line.startswith(f"-A nmz-if-{interface}-in ")]
+    return planned(interface, zone, family, lab.backend, config)
 
 
 def _kernel_as_state_says(lab) -> None:
     """Every binding the state lists is in the kernel as its zone says; nothing else is."""
     st = state(lab)
     disabled = os.path.exists(os.path.join(lab.config_dir, "disabled"))
-    saved = lab.save("ipv4") + lab.save("ipv6")
+    saved = lab.held_text()
     if disabled:
         assert "nmz" not in saved
         assert all(b["status"] == "disabled" for b in st["interfaces"].values())
@@ -158,6 +171,7 @@ def _kernel_as_state_says(lab) -> None:
     assert status(lab).returncode == 0, status(lab).stdout
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_a_kill_after_each_commit_is_finished_by_the_next_run(lab, run):
     lab.add_link(), lab.add_link()
@@ -373,7 +387,7 @@ def test_status_escapes_control_characters(lab):
     evil = "Cafe\nvz9             trusted    since 2026-01-01 00:00:00  kernel: in place\x1b[2J"
     assert hook(lab, link.name, "up", CONNECTION_ID=evil).returncode == 0
     out = status(lab).stdout
-    assert len(out.splitlines()) == 2, out
+    assert len(out.splitlines()) == 3, out  # the catch-all, the backend, the interface
     assert "\x1b" not in out and "Cafe\\nvz9" in out
 
 

@@ -33,12 +33,30 @@ def write_zone(lab, name: str, text: str, mode: int = 0o644) -> str:
 
 
 def chain(lab, interface: str, family: str = "ipv4") -> list[str]:
+    """The interface's input chain as the kernel holds it (with nftables one chain serves
+    both families)."""
+    if lab.backend == "nftables":
+        from nm_zones.backends.nftables import parse_listing
+
+        listed = parse_listing(lab.nft_table())
+        return listed[0].get(f"nmz-if-{interface}-in", []) if listed else []
     prefix = f"-A nmz-if-{interface}-in "
     return [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]
 
 
-def planned(interface: str, zone: str, family: str = "ipv4") -> list[str]:
-    ruleset = compile_interface(interface, SHIPPED.zones[zone], SHIPPED)
+def planned(
+    interface: str, zone: str, family: str = "ipv4", backend: str = "iptables", config=None
+) -> list[str]:
+    """The interface's input chain as `zone` compiles it, in the backend's listing form."""
+    config = config or SHIPPED
+    ruleset = compile_interface(interface, config.zones[zone], config)
+    if backend == "nftables":
+        from nm_zones.backends.nftables import Script, canonical
+        from nm_zones.compiled import KernelPlan
+
+        plan = KernelPlan(interface, ruleset.kernel_tables())
+        rules = Script(plan).chain_lines()[f"nmz-if-{interface}-in"]
+        return [canonical(rule) for rule in rules]
     text = ruleset.save_text(family)
     return [line for line in text.splitlines() if line.startswith(f"-A nmz-if-{interface}-in ")]
 

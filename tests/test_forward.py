@@ -93,8 +93,14 @@ def seen_from(lab, uplink, family: str = "ipv4") -> str:
     return lab.run(lab.inner, [sys.executable, "-c", code]).stdout.strip()
 
 
-def forward_out_packets(lab, interface: str) -> int:
-    """Packets counted by the uplink's rule in nmz-forward-out (IPv4)."""
+def forward_out_packets(lab, interface: str):
+    """Packets counted by the uplink's rule in nmz-forward-out (IPv4); with nftables, whose
+    map elements count nothing, the uplink's element and chain as the kernel lists them."""
+    if lab.backend == "nftables":
+        from nm_zones.backends.nftables import parse_listing
+
+        chains, maps = parse_listing(lab.nft_table())
+        return (maps["nmz-forward-out"][interface], chains[f"nmz-if-{interface}-fout"])
     wanted = f"-A nmz-forward-out -o {interface} -j nmz-if-{interface}-fout"
     for line in lab.shell("iptables-legacy-save -c -t filter").stdout.splitlines():
         match = re.match(r"\[(\d+):\d+\] (.*)", line)
@@ -114,6 +120,7 @@ OUTBOUND = {
 }
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("zone", sorted(OUTBOUND))
 def test_ingress_zone_decides_first(lab, net, zone):
     """block and drop never let anything out, masquerade or not; a default-target zone lets
@@ -135,6 +142,7 @@ def test_ingress_zone_decides_first(lab, net, zone):
     assert inbound == ["rejected", "rejected"]
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("default_zone", "expected"),
     [("drop", OUTBOUND["drop"]), ("public", OUTBOUND["public"])],
@@ -148,6 +156,7 @@ def test_unclaimed_interfaces_are_judged_by_the_default_zone(lab, net, default_z
     assert outbound(lab, uplink) == expected
 
 
+@pytest.mark.both_backends
 def test_switching_the_inner_link_leaves_the_uplink_alone(lab, net):
     """The uplink's forward-out rule and its counters survive the inner link's switches,
     and each switch takes effect at once (the inner link bound first, this time)."""
@@ -157,13 +166,17 @@ def test_switching_the_inner_link_leaves_the_uplink_alone(lab, net):
     lab.nm_zones("apply", uplink.name, "external")
     assert outbound(lab, uplink)[:2] == ["accepted", "accepted"]
     before = forward_out_packets(lab, uplink.name)
-    assert before > 0
+    assert before if lab.backend == "nftables" else before > 0
     for zone in ("drop", "block", "trusted", "home"):
         lab.nm_zones("apply", inner.name, zone)
         assert outbound(lab, uplink) == OUTBOUND[zone], zone
-    assert forward_out_packets(lab, uplink.name) > before
+    if lab.backend == "nftables":
+        assert forward_out_packets(lab, uplink.name) == before
+    else:
+        assert forward_out_packets(lab, uplink.name) > before
 
 
+@pytest.mark.both_backends
 def test_forward_ports_reach_the_inner_host(lab, net):
     """forward-ports to an address, IPv4 and IPv6: nm-zones switches forwarding on for the
     families they need and accepts what they DNAT; the inner link's own zone (drop) does not
@@ -181,7 +194,10 @@ def test_forward_ports_reach_the_inner_host(lab, net):
         ["sysctl", "-q", "-w", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0"],
     )
     # FORWARD's policy DROP, as docker leaves it: only nm-zones' own acceptance lets them in
-    lab.shell("iptables-legacy -P FORWARD DROP && ip6tables-legacy -P FORWARD DROP")
+    # (with nftables an accept is never final across tables: another table's drop policy
+    # would drop them whatever nm-zones says, so there the test has no such policy)
+    if lab.backend == "iptables":
+        lab.shell("iptables-legacy -P FORWARD DROP && ip6tables-legacy -P FORWARD DROP")
     lab.nm_zones("apply", inner.name, "drop")
     lab.nm_zones("apply", uplink.name, "gateway")
     forwarding = lab.shell(
@@ -199,6 +215,7 @@ def test_forward_ports_reach_the_inner_host(lab, net):
     assert outbound(lab, uplink) == OUTBOUND["drop"]  # the inner link is still drop
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("first", ["nm-zones", "docker"])
 def test_docker_dnat_and_docker_user_keep_their_meaning(lab, first):
     """A docker-like setup (the container: the inner client behind `docker0`, exempt; ports

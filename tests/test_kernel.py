@@ -66,6 +66,7 @@ def filter_rules(lab, family: str) -> list[str]:
 # -- conformance -----------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("zone", ZONES)
 def test_zone_conformance(lab, zone):
     link = lab.add_link()
@@ -77,6 +78,7 @@ def test_zone_conformance(lab, zone):
     assert got == want, list(zip(meta, got, want, strict=True))
 
 
+@pytest.mark.both_backends
 def test_catchall_filters_unclaimed_interfaces_with_default_zone(lab):
     link = lab.add_link()
     lab.listen()
@@ -88,10 +90,11 @@ def test_catchall_filters_unclaimed_interfaces_with_default_zone(lab):
 # -- nothing else changes --------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 def test_established_connection_survives_switch_to_stricter_zone(lab):
     """With `end-forbidden-flows: false` (firewalld's behaviour; test_flows.py has the
     default, which ends such flows), a switch changes only what happens to new ones."""
-    with open(os.path.join(lab.config_dir, "nm-zones.yaml"), "w") as stream:
+    with open(os.path.join(lab.config_dir, "nm-zones.yaml"), "a") as stream:
         stream.write("end-forbidden-flows: false\n")
     link = lab.add_link()
     lab.listen()
@@ -124,6 +127,7 @@ for c in conns:
         peer.kill()
 
 
+@pytest.mark.both_backends
 def test_switching_one_interface_loses_nothing_on_another(lab):
     a, b = lab.add_link(), lab.add_link()
     lab.listen()
@@ -296,6 +300,7 @@ def test_names_iptables_cannot_match_exactly_are_refused(lab, name):
     assert "nmz-if" not in lab.save("ipv4")
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("name", ["we@ird#n&me", "fifteen-chars-x", "a.b", "-lead"[1:]])
 def test_odd_but_exact_names_filter_only_themselves(lab, name):
     odd = lab.add_link(name)
@@ -313,10 +318,13 @@ def test_odd_but_exact_names_filter_only_themselves(lab, name):
     assert got == ["rejected", "rejected", "accepted"]
     chains = [line for line in lab.save("ipv4", "filter").splitlines() if line.startswith(":nmz")]
     assert all(len(line.split()[0]) - 1 <= 28 for line in chains)
+    assert lab.backend == "iptables" or f'"{odd.name}" :' in lab.nft_table()
     lab.nm_zones("remove", odd.name)
-    assert "nmz-if-" + odd.name not in lab.save("ipv4")
+    assert "nmz-if-" + odd.name not in lab.held_text()
+    assert f'"{odd.name}"' not in lab.held_text()
 
 
+@pytest.mark.both_backends
 def test_ipv6_interface_match_is_exact(lab):
     """python-iptables writes IPv6 interface masks that compare one bit per character:
     `pq1` and `rs3` agree in every lowest bit, so its rules for one matched the other."""
@@ -336,6 +344,7 @@ def test_ipv6_interface_match_is_exact(lab):
 # -- the rest of the zone language -----------------------------------------------------
 
 
+@pytest.mark.both_backends
 def test_forward_ports_masquerade_and_logging(lab):
     os.makedirs(os.path.join(lab.config_dir, "zones.d"))
     with open(os.path.join(lab.config_dir, "zones.d", "gateway.yaml"), "w") as stream:
@@ -357,6 +366,13 @@ def test_forward_ports_masquerade_and_logging(lab):
     )
     assert got == ["accepted", "accepted", "dropped", "dropped"]
     assert lab.shell("cat /proc/sys/net/ipv4/ip_forward").stdout.strip() == "1"
+    if lab.backend == "nftables":
+        held = lab.nft_table()
+        assert f'log prefix "nmz gateway {link.name}: "' in held
+        assert 'ct helper set "nmz-ftp"' in held and 'type "ftp" protocol tcp' in held
+        assert "meta nfproto ipv4 masquerade" in held
+        assert "nmz" not in lab.save("ipv4") + lab.save("ipv6")
+        return
     saved = lab.save("ipv4")
     assert f'--log-prefix "nmz gateway {link.name}: "' in saved
     assert "-j CT --helper ftp" in saved

@@ -65,6 +65,7 @@ class Lab:
     `inner`, once add_inner made it, is a host the zoned host routes for."""
 
     tmp: str
+    backend: str = "iptables"  # written to nm-zones.yaml when it is nftables
     zoned: str = ""
     peer: str = ""
     inner: str = ""
@@ -79,6 +80,9 @@ class Lab:
         self.state_dir = os.path.join(self.tmp, "state")
         self.config_dir = os.path.join(self.tmp, "etc-nm-zones")
         os.makedirs(self.config_dir, exist_ok=True)
+        if self.backend != "iptables":
+            with open(os.path.join(self.config_dir, "nm-zones.yaml"), "w") as settings:
+                settings.write(f"backend: {self.backend}\n")
         for name in (self.zoned, self.peer):
             with NetNS(name) as ns:
                 ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
@@ -177,11 +181,24 @@ class Lab:
         return self.run(self.zoned, argv).stdout
 
     def flush_netfilter(self) -> None:
-        """Empty every legacy table of the zoned host (its own namespace, nobody else's)."""
+        """Empty every legacy table, and nftables, of the zoned host (its own namespace,
+        nobody else's)."""
         self.shell(
             "for t in iptables-legacy ip6tables-legacy; do for table in raw nat filter; "
             "do $t -t $table -F; $t -t $table -X; done; done"
         )
+        if self.backend == "nftables":
+            self.shell("nft flush ruleset")
+
+    def nft_table(self) -> str:
+        """nm-zones' nftables table as the zoned host's kernel lists it ("" when absent)."""
+        result = self.run(self.zoned, ["nft", "list", "table", "inet", "nm-zones"], check=False)
+        return result.stdout if result.returncode == 0 else ""
+
+    def held_text(self) -> str:
+        """Everything nm-zones may hold in the zoned host's kernel, as text: both legacy
+        families and nm-zones' nftables table."""
+        return self.save("ipv4") + self.save("ipv6") + self.nft_table()
 
     def shell(self, command: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(self.zoned, ["sh", "-c", command], check=check)

@@ -1,0 +1,71 @@
+"""The Backend interface: what the engine asks of whatever holds the rules in the kernel.
+
+Everything above it (config, resolution, compile, the engine's journal and state, the doors)
+is backend-neutral: it hands a backend compiled.KernelPlan values (one interface's chains and
+dispatch rules, or the catch-all's for interface None) and keeps, per *view key*, the view the
+backend recorded after its own last commit. A view key names one unit the backend commits
+atomically and can read back cheaply: (family, table) for iptables, ("inet", "nm-zones") for
+nftables. The engine compares views before every run (held rules changed behind nm-zones'
+back are rebuilt); the event's quick path compares their digests (read_view in
+backends/__init__.py picks the reader by the key alone, without loading a backend).
+
+Allowances (`nm-zones allow`, runtime openings with an optional deadline) travel in the plan
+as ordinary rules of an interface's input chain: a rule spec whose matches include
+`("time", (("datestop", "YYYY-MM-DDTHH:MM:SS"),))` (iptables `-m time --datestop`, UTC) is
+translated by the nftables backend as `meta time < "YYYY-MM-DD HH:MM:SS"`, so after its
+deadline the kernel ignores the rule without nm-zones running.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+ViewKey = tuple[str, str]
+
+
+class Backend(Protocol):
+    """One way of holding nm-zones' rules in the kernel."""
+
+    name: str  # "iptables" or "nftables": the settings' word, and what `status` says
+    # view key -> the view right after this process committed it (saved by the engine)
+    views: dict[ViewKey, dict]
+
+    def view_keys(self, tables=None) -> set[ViewKey]:
+        """The view keys a change of these plan tables ((family, table) pairs) commits;
+        every key the backend may hold when `tables` is None."""
+
+    def read_view(self, key: ViewKey) -> dict:
+        """What the kernel holds of nm-zones under `key` ({} when nothing)."""
+
+    def differs(self, key: ViewKey, recorded) -> bool:
+        """Whether the kernel no longer holds what `recorded` (a view; None: unknown) saw."""
+
+    def trust(self, views: dict) -> None:
+        """The views the engine has just checked the kernel still holds (or rebuilt): a
+        backend may read back only what its next commits change."""
+
+    def apply(self, plan, previous_tables=None) -> None:
+        """Put one interface's plan (or the catch-all's, with the hooks) in place; tables
+        the interface used before (`previous_tables`, None: unknown) are cleaned."""
+
+    def remove(self, interface: str | None, previous_tables=None) -> None:
+        """Take one interface's rules (and the dispatch leading to them) out."""
+
+    def remove_chains(self, owned: frozenset[str], previous_tables=None) -> None:
+        """Take the named chains out (orphans of a lost state), with what leads to them."""
+
+    def rebuild(self, key: ViewKey, plans: list) -> None:
+        """Everything nm-zones has under `key`, rebuilt from `plans` (catch-all first) in
+        one commit: from whatever another program left straight to the intended state."""
+
+    def interface_tokens(self) -> set[str]:
+        """The interface part of every `nmz-if-TOKEN-KIND` chain the kernel holds."""
+
+    def remove_everything(self) -> None:
+        """Every rule, chain and hook of nm-zones out of the kernel (`disable`)."""
+
+    def holds(self, plan) -> bool | None:
+        """Whether the kernel holds the plan (None: cannot tell), for `status`."""
+
+    def keep_entries(self, compiled) -> None:
+        """Keep what this run built for the next runs (iptables' entries), if anything."""

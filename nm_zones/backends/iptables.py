@@ -1,0 +1,80 @@
+"""The iptables backend: python-iptables on legacy x_tables (kernel.py, entries.py, held.py,
+iptc_env.py), behind the Backend interface (base.py). One view key per (family, table)."""
+
+from __future__ import annotations
+
+from ..layout import FAMILIES, TABLE_ORDER
+
+ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
+
+
+class IptablesBackend:
+    name = "iptables"
+
+    def __init__(self, state_dir: str | None = None):
+        from ..kernel import Netfilter
+
+        self.netfilter = Netfilter(state_dir)
+        self.views = self.netfilter.views
+
+    def view_keys(self, tables=None) -> set[tuple[str, str]]:
+        return set(ALL_KEYS if tables is None else tables)
+
+    def read_view(self, key) -> dict:
+        from ..held import read_view
+
+        return read_view(*key)
+
+    def differs(self, key, recorded) -> bool:
+        return recorded is None or self.read_view(key) != recorded
+
+    def trust(self, views: dict) -> None:
+        """Nothing to do: a commit reads its whole table anyway (one getsockopt)."""
+
+    def apply(self, plan, previous_tables=None) -> None:
+        self.netfilter.apply(plan, previous_tables)
+
+    def remove(self, interface, previous_tables=None) -> None:
+        self.netfilter.remove(interface, previous_tables)
+
+    def remove_chains(self, owned, previous_tables=None) -> None:
+        self.netfilter.remove_chains(owned, previous_tables)
+
+    def rebuild(self, key, plans: list) -> None:
+        self.netfilter.rebuild(*key, plans)
+
+    def interface_tokens(self) -> set[str]:
+        return self.netfilter.interface_tokens()
+
+    def remove_everything(self) -> None:
+        self.netfilter.remove_everything()
+
+    def holds(self, plan) -> bool | None:
+        from ..rules import Ruleset
+        from ..verify import kernel_holds
+
+        return kernel_holds(Ruleset.from_kernel_tables(plan.interface, "", plan.tables))
+
+    def keep_entries(self, compiled) -> None:
+        """Keep kernel entries built in this run for the next ones (entries.py), and only
+        those the current config uses."""
+        entries = self.netfilter.entries
+        if entries.added:
+            specs = compiled.specs()
+            entries.save(lambda family, spec: (family, spec) in specs or spec[0] == "LOG")
+
+
+def legacy_available() -> bool:
+    """Whether the kernel has legacy x_tables: its table list exists, or the module loads
+    (python-iptables' own import is checked when the backend is opened)."""
+    import os
+
+    if os.path.exists("/proc/net/ip_tables_names"):
+        return True
+    import subprocess
+
+    try:
+        subprocess.run(["modprobe", "-q", "ip_tables"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return os.path.exists("/proc/net/ip_tables_names")

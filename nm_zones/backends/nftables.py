@@ -1,0 +1,633 @@
+"""The nftables backend: nm-zones' rules in one table, `inet nm-zones`, through libnftables.
+
+Layout (IPv4 and IPv6 share the table; a rule of one family only starts `meta nfproto`):
+
+  chain input        filter input, priority filter    iifname vmap @nmz-input, catch-all
+  chain forward      filter forward, priority filter  iifname vmap @nmz-forward, catch-all
+  chain nmz-forward-out                               oifname vmap @nmz-forward-out
+  chain nat-prerouting   nat prerouting, dstnat       iifname vmap @nmz-pre
+  chain nat-postrouting  nat postrouting, srcnat      oifname vmap @nmz-post
+  chain helpers      filter prerouting, priority filter  iifname vmap @nmz-raw
+                     (`ct helper set` needs the conntrack entry, made at priority -200)
+
+Each bound interface has its own chains (`nmz-if-eth0-in`, ...; the same names and rules as
+in iptables) and one element per map leading to them. An element's verdict depends only on
+the interface's name, so a switch of zones flushes and refills the interface's chains and
+leaves the maps alone; nothing of any other interface is in the transaction, and the kernel
+changes only what the transaction names (nftables keeps rules as lists, not as one blob that
+legacy x_tables copies whole), so a switch costs the same with 200 interfaces bound as with
+none. Per-zone chains with per-interface elements would hold fewer rules, but log prefixes
+name the interface and the fingerprint of an interface's rules would then span zones: the
+cost target is met without them.
+
+Every change is one script run as one transaction: both families, every hook, so a switch is
+atomic as a whole. Other tables (docker's, iptables-nft's `ip filter`, the admin's) are never
+named, and nothing of theirs is read: the view is `list table inet nm-zones`.
+"""
+
+from __future__ import annotations
+
+from ..layout import (
+    CATCHALL_CHAINS,
+    CHAIN_KINDS,
+    DISPATCH,
+    FAMILIES,
+    FORWARD_OUT,
+    GOTO_CHAINS,
+    IP_PROTOCOLS,
+    SECTION_CATCHALL,
+    TABLE_ORDER,
+)
+from .libnft import FAMILY, TABLE, Nft, NftError, list_table
+
+KEY = (FAMILY, TABLE)  # the one view this backend records
+# dispatch chain (as the plan names it) -> (its map, the base chain or chain holding the
+# vmap, that chain's declaration, iifname/oifname)
+HOOK_CHAINS = {
+    "nmz-input": ("input", "type filter hook input priority filter; policy accept;"),
+    "nmz-forward": ("forward", "type filter hook forward priority filter; policy accept;"),
+    FORWARD_OUT: (FORWARD_OUT, ""),
+    "nmz-pre": ("nat-prerouting", "type nat hook prerouting priority dstnat; policy accept;"),
+    "nmz-post": ("nat-postrouting", "type nat hook postrouting priority srcnat; policy accept;"),
+    "nmz-raw": ("helpers", "type filter hook prerouting priority filter; policy accept;"),
+}
+DIRECTION = {kind: DISPATCH[kind][1] for kind in CHAIN_KINDS}
+NFPROTO = {"ipv4": "ipv4", "ipv6": "ipv6"}
+ADDRESS = {"ipv4": "ip", "ipv6": "ip6"}
+# ICMP types by number, as nft names them (`icmp type echo-request`)
+ICMP_NAMES = {
+    "ipv4": {
+        0: "echo-reply", 3: "destination-unreachable", 4: "source-quench", 5: "redirect",
+        8: "echo-request", 9: "router-advertisement", 10: "router-solicitation",
+        11: "time-exceeded", 12: "parameter-problem", 13: "timestamp-request",
+        14: "timestamp-reply", 15: "info-request", 16: "info-reply",
+        17: "address-mask-request", 18: "address-mask-reply",
+    },
+    "ipv6": {
+        1: "destination-unreachable", 2: "packet-too-big", 3: "time-exceeded",
+        4: "parameter-problem", 128: "echo-request", 129: "echo-reply",
+        133: "nd-router-solicit", 134: "nd-router-advert", 135: "nd-neighbor-solicit",
+        136: "nd-neighbor-advert", 137: "nd-redirect",
+    },
+}  # fmt: skip
+REJECT = {
+    "icmp-host-prohibited": "reject with icmp host-prohibited",
+    "icmp6-adm-prohibited": "reject with icmpv6 admin-prohibited",
+}
+PROTOCOL_NAMES = {number: name for name, number in IP_PROTOCOLS.items()}
+PROTOCOL_NAMES[58] = "ipv6-icmp"
+RATE_UNITS = {"s": "second", "sec": "second", "min": "minute", "hour": "hour", "day": "day"}
+
+
+class Untranslatable(ValueError):
+    """A rule spec with something this backend has no nft form for (a bug: say so loudly)."""
+
+
+def quote(name: str) -> str:
+    """A chain or interface name as an nft string (names are checked printable ASCII without
+    quotes or backslashes: ifname.check_interface)."""
+    return f'"{name}"'
+
+
+def chain_ref(name: str) -> str:
+    """A chain name as nft takes and prints it: an identifier (nft 1.0.6 takes no quoted chain
+    names). A hashed interface token's `~` becomes `/`, which nft allows inside a name and no
+    interface name contains, so it cannot meet a plain token."""
+    return name.replace("~", "/")
+
+
+def chain_of(ref: str) -> str:
+    """The inverse of chain_ref: a chain name as nm-zones' plans spell it."""
+    return ref.strip('"').replace("/", "~")
+
+
+def _ports(value: str) -> str:
+    return value.replace(":", "-")
+
+
+def _states(value: str) -> str:
+    order = ("invalid", "established", "related", "new", "untracked")
+    states = {state.lower() for state in value.split(",")}
+    return ",".join(s for s in order if s in states)
+
+
+def _match(family: str, name: str, options: tuple, protocol: str | None) -> list[str]:
+    parts = []
+    settings = dict(options)
+    if name == "conntrack":
+        states = [s for s in settings.get("ctstate", "").split(",") if s]
+        if "DNAT" in states:
+            parts.append("ct status dnat")
+            states.remove("DNAT")
+        if states:
+            parts.append(f"ct state {_states(','.join(states))}")
+        if "ctorigdstport" in settings:
+            parts.append(f"ct original proto-dst {_ports(settings['ctorigdstport'])}")
+    elif name in ("tcp", "udp", "sctp", "dccp"):
+        for option in ("sport", "dport"):
+            if option in settings:
+                parts.append(f"{name} {option} {_ports(settings[option])}")
+    elif name in ("icmp", "icmp6"):
+        number = int(settings.get("icmp-type") or settings.get("icmpv6-type"))
+        word = "icmp" if name == "icmp" else "icmpv6"
+        parts.append(f"{word} type {ICMP_NAMES[family].get(number, number)}")
+    elif name == "time":  # an allowance's deadline, after which the kernel ignores the rule
+        parts.append(f'meta time < "{local_time(settings["datestop"])}"')
+    elif name == "limit":
+        count, _, unit = settings["limit"].partition("/")
+        parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
+    else:
+        raise Untranslatable(f"match {name!r}")
+    return parts
+
+
+def local_time(utc: str) -> str:
+    """iptables' `--datestop` (UTC, `YYYY-MM-DDTHH:MM:SS`) as nft reads a date: in the local
+    time zone of the process that parses it (libnftables, here in this process)."""
+    import calendar
+    import time
+
+    moment = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%S"))
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+
+
+def _verdict(family: str, target: str, options: tuple) -> str:
+    settings = dict(options)
+    simple = {"ACCEPT": "accept", "DROP": "drop", "RETURN": "return", "MASQUERADE": "masquerade"}
+    if target in simple:
+        return simple[target]
+    if target == "REJECT":
+        return REJECT[settings["reject-with"]]
+    if target == "LOG":
+        return f"log prefix {quote(settings['log-prefix'])}"
+    if target == "REDIRECT":
+        return f"redirect to :{settings['to-ports']}"
+    if target == "DNAT":
+        return f"dnat {ADDRESS[family]} to {settings['to-destination']}"
+    if target == "CT":
+        return f"ct helper set {quote(helper_object(settings['helper']))}"
+    if target.startswith("nmz-"):
+        return f"jump {chain_ref(target)}"
+    raise Untranslatable(f"target {target!r}")
+
+
+def helper_object(helper: str) -> str:
+    return f"nmz-{helper}"
+
+
+def rule_text(family: str, spec: tuple) -> str:
+    """One plan rule (rules.Rule.spec) as nft prints it back."""
+    target, target_options, source, destination, protocol, matches = spec
+    parts = []
+    if source:
+        parts.append(f"{ADDRESS[family]} saddr {source}")
+    if destination:
+        parts.append(f"{ADDRESS[family]} daddr {destination}")
+    named = {name for name, _ in matches}
+    if (
+        protocol
+        and protocol not in named
+        and not (protocol in ("icmp", "ipv6-icmp") and named & {"icmp", "icmp6"})
+    ):
+        parts.append(f"meta l4proto {protocol}")
+    for name, options in matches:
+        parts += _match(family, name, options, protocol)
+    parts.append(_verdict(family, target, target_options))
+    return " ".join(parts)
+
+
+# what makes nft leave out a rule's `meta nfproto` when it lists it (the family is implied)
+IMPLIED = {
+    "ipv4": ("ip ", "icmp ", "meta l4proto icmp ", "reject with icmp "),
+    "ipv6": ("ip6 ", "icmpv6 ", "meta l4proto ipv6-icmp ", "reject with icmpv6 "),
+}
+
+
+def canonical(rule: str) -> str:
+    """A rule of ours as `nft list` prints it back: without a `meta nfproto` the rest
+    implies, host addresses without their /32 or /128."""
+    for family, implied in IMPLIED.items():
+        prefix = f"meta nfproto {family} "
+        if rule.startswith(prefix) and rule[len(prefix) :].startswith(implied):
+            rule = rule[len(prefix) :]
+    words = [w[: -len("/32")] if w.endswith("/32") and "." in w else w for w in rule.split(" ")]
+    words = [w[: -len("/128")] if w.endswith("/128") and ":" in w else w for w in words]
+    return " ".join(words)
+
+
+def chain_rules(per_family: dict[str, tuple]) -> list[str]:
+    """One inet chain from each family's rules: the rules both families share at the start
+    once, the rest of each family behind `meta nfproto` (a rule of one family is then never
+    seen by the other's packets, so the chain means exactly the two chains it replaces)."""
+    texts = {
+        family: [rule_text(family, spec) for spec in specs] for family, specs in per_family.items()
+    }
+    if len(texts) == 1:
+        ((family, rules),) = texts.items()
+        return [f"meta nfproto {NFPROTO[family]} {rule}" for rule in rules]
+    common = 0
+    first, second = texts["ipv4"], texts["ipv6"]
+    while common < min(len(first), len(second)) and first[common] == second[common]:
+        common += 1
+    lines = first[:common]
+    for family in FAMILIES:
+        lines += [f"meta nfproto {NFPROTO[family]} {rule}" for rule in texts[family][common:]]
+    return lines
+
+
+class Script:
+    """The pieces of an nftables plan, per chain and map, family-merged."""
+
+    def __init__(self, plan):
+        self.interface = plan.interface
+        self.chains: dict[str, dict[str, tuple]] = {}  # chain -> family -> specs
+        self.elements: dict[str, dict[str, str]] = {}  # map -> interface -> verdict
+        self.catchall: dict[str, dict[str, list]] = {}  # base chain -> family -> rules
+        # conntrack helper -> (its protocol, the families whose rules use it)
+        self.helpers: dict[str, tuple[str, set[str]]] = {}
+        for family in FAMILIES:
+            for table in TABLE_ORDER:
+                chains, dispatch = plan.tables.get((family, table), ((), ()))
+                for chain, specs in chains:
+                    self.chains.setdefault(chain, {})[family] = specs
+                    for spec in specs:
+                        if spec[0] == "CT":
+                            helper = dict(spec[1])["helper"]
+                            self.helpers.setdefault(helper, (spec[4], set()))[1].add(family)
+                for dispatch_chain, section, _direction, interface, target in dispatch:
+                    verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
+                    if section == SECTION_CATCHALL:
+                        base = HOOK_CHAINS[dispatch_chain][0]
+                        self.catchall.setdefault(base, {}).setdefault(family, []).append(
+                            (_direction, interface, target, verb)
+                        )
+                    else:
+                        verdict = f"{verb} {chain_ref(target)}"
+                        self.elements.setdefault(dispatch_chain, {})[interface] = verdict
+
+    def chain_lines(self) -> dict[str, list[str]]:
+        return {chain: chain_rules(families) for chain, families in self.chains.items()}
+
+    def catchall_lines(self) -> dict[str, list[str]]:
+        """The rules after the vmap in `input` and `forward` (exempt names return, the rest
+        goes to the default zone's chains): both families alike."""
+        result = {}
+        for base, families in self.catchall.items():
+            rules = families.get("ipv4") or families.get("ipv6") or []
+            lines = []
+            for _direction, pattern, target, verb in rules:
+                if pattern and pattern.endswith("+"):
+                    pattern = pattern[:-1] + "*"  # iptables' wildcard as nft writes it
+                match = f"iifname {quote(pattern)} " if pattern else ""
+                verdict = "return" if target == "RETURN" else f"{verb} {chain_ref(target)}"
+                lines.append(match + verdict)
+            result[base] = lines
+        return result
+
+
+def _helper_decl(helper: str, protocol: str, families: set[str]) -> str:
+    """A `ct helper` object's body: the protocol its traffic starts on, and l3proto inet
+    when both families use it, else the one that does."""
+    l3 = "inet" if len(families) > 1 else ADDRESS[next(iter(families))]
+    return f'type "{helper}" protocol {protocol}; l3proto {l3};'
+
+
+def skeleton() -> list[str]:
+    """The table, its maps and its hook chains, each with its vmap rule (idempotent `add`s:
+    run before every change, they create what is missing and leave the rest alone)."""
+    lines = [f"add table {FAMILY} {TABLE}"]
+    for dispatch_chain in HOOK_CHAINS:
+        lines.append(f"add map {FAMILY} {TABLE} {dispatch_chain} {{ type ifname : verdict; }}")
+    for chain, declaration in HOOK_CHAINS.values():
+        body = f" {{ {declaration} }}" if declaration else ""
+        lines.append(f"add chain {FAMILY} {TABLE} {chain}{body}")
+    return lines
+
+
+def vmap_rule(dispatch_chain: str) -> str:
+    direction = "oifname" if dispatch_chain in (FORWARD_OUT, "nmz-post") else "iifname"
+    return f"{direction} vmap @{dispatch_chain}"
+
+
+def table_script() -> list[str]:
+    """A fresh table: the skeleton, and each hook chain's vmap rule."""
+    lines = skeleton()
+    for dispatch_chain, (chain, _) in HOOK_CHAINS.items():
+        lines.append(f"add rule {FAMILY} {TABLE} {chain} {vmap_rule(dispatch_chain)}")
+    return lines
+
+
+def dispatch_of(base: str) -> str:
+    """The dispatch chain (map) whose vmap rule heads a hook chain."""
+    return next(d for d, (chain, _) in HOOK_CHAINS.items() if chain == base)
+
+
+def element_map(kind: str) -> str:
+    return DISPATCH[kind][0]
+
+
+def interface_script(plan, replace: bool = True) -> list[str]:
+    """Commands that make the table hold `plan` for its interface (the catch-all for None):
+    its chains flushed and refilled, chains of kinds it no longer uses deleted with their
+    elements, its elements added (an element's verdict depends only on the name)."""
+    script = Script(plan)
+    lines = []
+    t = f"{FAMILY} {TABLE}"
+    for helper, (protocol, families) in sorted(script.helpers.items()):
+        body = _helper_decl(helper, protocol, families)
+        lines.append(f"add ct helper {t} {helper_object(helper)} {{ {body} }}")
+    bodies = script.chain_lines()
+    for chain, rules in bodies.items():
+        lines.append(f"add chain {t} {chain_ref(chain)}")
+        if replace:
+            lines.append(f"flush chain {t} {chain_ref(chain)}")
+        lines += [f"add rule {t} {chain_ref(chain)} {rule}" for rule in rules]
+    if plan.interface is None:
+        owned = list(CATCHALL_CHAINS.values())
+        for base, rules in script.catchall_lines().items():
+            lines.append(f"flush chain {t} {base}")
+            lines.append(f"add rule {t} {base} {vmap_rule(dispatch_of(base))}")
+            lines += [f"add rule {t} {base} {rule}" for rule in rules]
+    else:
+        from ..ifname import chain_name
+
+        owned = [chain_name(plan.interface, kind) for kind in CHAIN_KINDS]
+    for dispatch_chain, elements in script.elements.items():
+        for interface, verdict in elements.items():
+            lines.append(f"add element {t} {dispatch_chain} {{ {quote(interface)} : {verdict} }}")
+    if plan.interface is not None and replace:
+        lines += _drop_chains(plan.interface, [c for c in owned if c not in bodies])
+    return lines
+
+
+def _drop_chains(interface: str | None, chains: list[str]) -> list[str]:
+    """Delete chains (and the elements leading to them) whether or not they exist: each is
+    added first (a no-op when present), so the transaction never fails on a missing one."""
+    t = f"{FAMILY} {TABLE}"
+    lines = []
+    for chain in chains:
+        kind = chain.rsplit("-", 1)[1]
+        lines += [f"add chain {t} {chain_ref(chain)}", f"flush chain {t} {chain_ref(chain)}"]
+        if interface is not None:
+            dispatch_chain = element_map(kind)
+            verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
+            element = f"{{ {quote(interface)} : {verb} {chain_ref(chain)} }}"
+            lines.append(f"add element {t} {dispatch_chain} {element}")
+            lines.append(f"delete element {t} {dispatch_chain} {{ {quote(interface)} }}")
+        lines.append(f"delete chain {t} {chain_ref(chain)}")
+    return lines
+
+
+def plan_script(plan) -> str:
+    """What `plan` prints: a script `nft -c -f -` accepts, that puts in place exactly what
+    `apply` does for the interface (the table, its maps and hook chains included)."""
+    return "\n".join(table_script() + interface_script(plan, replace=False)) + "\n"
+
+
+class NftablesBackend:
+    """nm-zones' rules as one nftables table; see the module's docstring."""
+
+    name = "nftables"
+
+    def __init__(self, state_dir: str | None = None):
+        import os
+
+        from ..kernel import Faults, check_netns_allowed
+
+        check_netns_allowed()
+        self.nft = Nft()
+        self._lister: Nft | None = None
+        self.trusted: dict = {}
+        self.views: dict[tuple[str, str], dict] = {}
+        self.faults = Faults(os.environ.get("NM_ZONES_FAULTS", ""))
+
+    @property
+    def lister(self) -> Nft:
+        """A context that lists without counters (gc and status read the table as text)."""
+        if self._lister is None:
+            self._lister = Nft(OUTPUT_FLAGS)
+        return self._lister
+
+    # -- the Backend interface ----------------------------------------------------------
+
+    def view_keys(self, tables=None) -> set[tuple[str, str]]:
+        return {KEY}
+
+    def read_view(self, key: tuple[str, str]) -> dict:
+        return read_view(key)
+
+    def differs(self, key: tuple[str, str], recorded) -> bool:
+        return view_differs(recorded)
+
+    def apply(self, plan, previous_tables=None) -> None:
+        from ..ifname import chain_name
+
+        owned = frozenset(
+            CATCHALL_CHAINS.values()
+            if plan.interface is None
+            else (chain_name(plan.interface, kind) for kind in CHAIN_KINDS)
+        )
+        self.faults.check(owned)
+        touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
+        self._change(interface_script(plan), touched)
+        if plan.forwarding:
+            from ..kernel import enable_forwarding
+
+            enable_forwarding(plan.forwarding)
+
+    def remove(self, interface: str | None, previous_tables=None) -> None:
+        from ..ifname import chain_name
+
+        if interface is None:
+            return self.remove_chains(frozenset(CATCHALL_CHAINS.values()))
+        chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
+        self.faults.check(frozenset(chains))
+        self._change(_drop_chains(interface, chains), chains)
+
+    def remove_chains(self, owned: frozenset[str], previous_tables=None) -> None:
+        """Chains found in the kernel for no known interface, with the elements leading to
+        them (read from the table: the interface's name may be hashed in the chain's)."""
+        elements = self._elements_to(owned)
+        lines = []
+        t = f"{FAMILY} {TABLE}"
+        for dispatch_chain, interface in elements:
+            lines.append(f"delete element {t} {dispatch_chain} {{ {quote(interface)} }}")
+        for chain in sorted(owned):
+            if chain in CATCHALL_CHAINS.values():
+                continue
+            lines += [f"add chain {t} {chain_ref(chain)}", f"flush chain {t} {chain_ref(chain)}"]
+            lines.append(f"delete chain {t} {chain_ref(chain)}")
+        if lines:
+            self._change(lines, owned)
+
+    def rebuild(self, key, plans: list) -> None:
+        """The whole table rebuilt from `plans` (catch-all first) in one transaction: from
+        whatever another program left straight to the intended table."""
+        lines = [f"add table {FAMILY} {TABLE}", f"delete table {FAMILY} {TABLE}"]
+        lines += table_script()
+        for plan in plans:
+            lines += interface_script(plan, replace=False)
+        self._commit(lines)
+
+    def interface_tokens(self) -> set[str]:
+        tokens = set()
+        for line in list_table(self.lister).splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] == "chain" and words[1].startswith("nmz-if-"):
+                tokens.add(chain_of(words[1])[len("nmz-if-") :].rsplit("-", 1)[0])
+        return tokens
+
+    def remove_everything(self) -> None:
+        self._commit([f"add table {FAMILY} {TABLE}", f"delete table {FAMILY} {TABLE}"])
+
+    def holds(self, plan) -> bool | None:
+        """Whether the kernel holds the plan's chains and the elements leading to them."""
+        listed = parse_listing(list_table(self.lister))
+        if listed is None:
+            return False
+        chains, maps = listed
+        script = Script(plan)
+        for chain, rules in script.chain_lines().items():
+            if chains.get(chain) != [canonical(rule) for rule in rules]:
+                return False
+        for dispatch_chain, elements in script.elements.items():
+            for interface, verdict in elements.items():
+                if maps.get(dispatch_chain, {}).get(interface) != verdict:
+                    return False
+        for base, rules in script.catchall_lines().items():
+            if chains.get(base) != [vmap_rule(dispatch_of(base)), *rules]:
+                return False
+        return True
+
+    def keep_entries(self, keep) -> None:
+        """Nothing kept between runs: nft parses a script faster than entries can be read."""
+
+    # -- inside --------------------------------------------------------------------------
+
+    def trust(self, views: dict) -> None:
+        """Views the engine has just found the kernel to hold (engine.reconcile): the view
+        after this process's next transaction is that one with only the chains it touched
+        read again."""
+        self.trusted = {key: view for key, view in views.items() if key == KEY and view}
+
+    def _change(self, lines: list[str], touched) -> None:
+        """One transaction: the skeleton first (when the table is new, its vmap rules too;
+        a table whose hook chains another program changed is rebuilt whole before, by
+        engine.reconcile), then `lines`, which change the `touched` chains and maps only."""
+        from .nfnetlink import Reader
+
+        reader = Reader()
+        try:
+            exists = reader.table_exists(TABLE)
+        finally:
+            reader.close()
+        if exists:
+            self._commit(skeleton() + lines, touched)
+        else:
+            self._commit(table_script() + lines)
+
+    def _commit(self, lines: list[str], touched=None) -> None:
+        try:
+            self.nft.run("\n".join(lines) + "\n")
+        except NftError as error:
+            from ..kernel import CommitRefused
+
+            raise CommitRefused(f"nftables: {error}") from None
+        self.faults.after_commit()
+        base = self.views.get(KEY) or self.trusted.get(KEY)
+        if touched is None or not base:
+            self.views[KEY] = read_view(KEY)
+        else:
+            self.views[KEY] = read_view(KEY, sorted(touched), base)
+        # the engine hands self.views to the state and empties it; the next transaction of
+        # this process starts from this view, not from the one checked before the run
+        self.trusted[KEY] = self.views[KEY]
+
+    def _elements_to(self, owned) -> list[tuple[str, str]]:
+        listed = parse_listing(list_table(self.lister))
+        found = []
+        if listed:
+            for dispatch_chain, elements in listed[1].items():
+                for interface, verdict in elements.items():
+                    if chain_of(verdict.split()[-1]) in owned:
+                        found.append((dispatch_chain, interface))
+        return found
+
+
+OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
+
+
+def read_view(key=KEY, chains=None, base: dict | None = None) -> dict:
+    """The view of nm-zones' table ({} when absent): a fingerprint of each chain's rules and
+    one of the maps' elements, and the ruleset's generation id when it was read
+    (nfnetlink.py); with `base`, only `chains` are read again."""
+    from .nfnetlink import read
+
+    return read(TABLE, HOOK_CHAINS, chains, base)
+
+
+def view_digest(view: dict) -> str:
+    """One fingerprint of a view's chains and elements (its generation id left out)."""
+    from ..digest import fingerprint
+
+    return fingerprint(repr((sorted(view.get("chains", {}).items()), view.get("elements"))))
+
+
+def view_differs(recorded) -> bool:
+    """Whether the table is no longer as `recorded` (None: a commit was under way, so it is
+    unknown). Nothing in nftables changed since when the generation id is the same; else the
+    table itself is read, so other programs' changes to their own tables do not count."""
+    if recorded is None:
+        return True
+    from .nfnetlink import read
+
+    if recorded and recorded.get("generation") == read(TABLE, HOOK_CHAINS)["generation"]:
+        return False
+    current = read_view()
+    return (current.get("chains"), current.get("elements")) != (
+        recorded.get("chains"),
+        recorded.get("elements"),
+    )
+
+
+def parse_listing(text: str):
+    """({chain: [rule, ...]}, {map: {interface: verdict}}) from `list table` text; None
+    when there is no table."""
+    if not text:
+        return None
+    chains: dict[str, list[str]] = {}
+    maps: dict[str, dict[str, str]] = {}
+    current = None
+    kind = None
+    in_elements = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(("chain ", "map ")) and line.endswith("{"):
+            kind, name = line.split()[0], chain_of(line.split()[1])
+            current = name
+            (chains if kind == "chain" else maps)[name] = [] if kind == "chain" else {}
+            continue
+        if line == "}" and not in_elements:
+            current = None
+            continue
+        if current is None:
+            continue
+        if kind == "chain":
+            if line.startswith("type ") and "hook" in line:
+                continue
+            chains[current].append(line)
+        else:
+            if line.startswith("elements = {"):
+                in_elements = True
+                line = line[len("elements = {") :]
+            if not in_elements:
+                continue
+            if line.endswith("}"):
+                in_elements, line = False, line[:-1]
+            for item in line.split(","):
+                name, _, verdict = item.partition(":")
+                if verdict:
+                    maps[current][name.strip().strip('"')] = verdict.strip()
+    return chains, maps

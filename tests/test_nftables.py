@@ -1,0 +1,218 @@
+"""The nftables backend: `plan` is a script `nft -c -f -` accepts and is what `apply` puts in
+place; other programs' nftables tables and iptables-nft rules keep their handles and
+counters; a change of backend moves every rule before the old ones go, and a kill in
+between leaves an interface filtered by both, never by neither."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from nm_zones.backends.nftables import parse_listing
+from tests.harness.lab import PYTHON
+from tests.test_plan import CUSTOM_ZONE, ZONES
+
+pytestmark = pytest.mark.parametrize("backend", ["nftables"])
+
+
+def write(lab, relative: str, text: str) -> None:
+    path = os.path.join(lab.config_dir, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as stream:
+        stream.write(text)
+
+
+def probe_8080(lab, link) -> list[str]:
+    return lab.probe(
+        [{"kind": "tcp", "address": address, "port": 8080} for address in (link.ipv4, link.ipv6)]
+    )
+
+
+def test_plan_loads_with_nft_check_and_is_what_apply_puts_in_place(lab):
+    write(lab, "zones.d/custom.yaml", CUSTOM_ZONE)
+    link = lab.add_link()
+    for zone in [*ZONES, "custom"]:
+        text = lab.nm_zones("plan", link.name, zone).stdout
+        assert text.startswith("# nftables\n"), text[:80]
+        script = text[len("# nftables\n") :]
+        checked = lab.run(lab.peer, ["nft", "-c", "-f", "-"], input_text=script, check=False)
+        assert checked.returncode == 0, (zone, checked.stderr)
+        # the plan loaded into an empty namespace holds exactly what apply holds
+        lab.run(lab.peer, ["nft", "flush", "ruleset"])
+        lab.run(lab.peer, ["nft", "-f", "-"], input_text=script)
+        planned = parse_listing(
+            lab.run(lab.peer, ["nft", "list", "table", "inet", "nm-zones"]).stdout
+        )
+        lab.nm_zones("apply", link.name, zone)
+        applied = parse_listing(lab.nft_table())
+        for chain, rules in planned[0].items():
+            if chain in ("input", "forward"):  # apply's also hold the catch-all after these
+                assert applied[0][chain][: len(rules)] == rules, (zone, chain)
+            else:
+                assert applied[0][chain] == rules, (zone, chain)
+        ours = {c for c in applied[0] if c.startswith(f"nmz-if-{link.name}-")}
+        assert ours == {c for c in planned[0] if c.startswith("nmz-if-")}, zone
+        for name, elements in planned[1].items():
+            assert applied[1][name] == elements, (zone, name)
+    lab.run(lab.peer, ["nft", "flush", "ruleset"])
+
+
+FOREIGN_NFT = """
+table inet admin {
+    counter seen { }
+    chain input {
+        type filter hook input priority filter - 10; policy accept;
+        tcp dport 22 counter name seen
+        ip saddr 192.0.2.0/24 counter drop
+    }
+}
+"""
+
+
+def _foreign(lab) -> str:
+    """Every table but nm-zones', with handles and counters, as the kernel lists them."""
+    text = lab.run(lab.zoned, ["nft", "-a", "list", "ruleset"]).stdout
+    tables = re.split(r"(?m)^(?=table )", text)
+    return "".join(t for t in tables if not t.startswith("table inet nm-zones "))
+
+
+def test_foreign_tables_and_iptables_nft_rules_keep_handles_and_counters(lab):
+    a, b = lab.add_link(), lab.add_link()
+    lab.run(lab.zoned, ["nft", "-f", "-"], input_text=FOREIGN_NFT)
+    lab.shell(
+        "iptables-nft -A INPUT -p tcp --dport 22 -j ACCEPT; "
+        "iptables-nft -N admin-log; iptables-nft -A admin-log -j RETURN; "
+        "ip6tables-nft -A INPUT -s 2001:db8::/32 -j DROP"
+    )
+    lab.nm_zones("apply", b.name, "home")
+    lab.listen()
+    assert lab.probe([{"kind": "tcp", "address": b.ipv4, "port": 22}] * 3) == ["accepted"] * 3
+    before = _foreign(lab)
+    assert re.search(r"counter seen \{[^}]*packets [1-9]", before), before
+    assert "iptables" not in lab.nft_table()  # nothing of theirs is read into ours
+    for i in range(50):
+        lab.nm_zones("apply", a.name, ZONES[i % len(ZONES)])
+    assert _foreign(lab) == before  # same handles, same counters, same order
+    assert "table ip filter" in before and "admin-log" in before
+    assert "nmz" not in lab.save("ipv4") + lab.save("ipv6")
+
+
+def test_a_change_of_backend_moves_every_rule_and_a_kill_leaves_both(lab):
+    a, b = lab.add_link(), lab.add_link()
+    lab.listen()
+    write(lab, "nm-zones.yaml", "backend: iptables\n")
+    lab.nm_zones("apply", a.name, "home")
+    lab.nm_zones("apply", b.name, "external")
+    assert "rules held by: iptables" in lab.nm_zones("status").stdout
+    assert lab.nft_table() == ""
+    write(lab, "nm-zones.yaml", "backend: nftables\n")
+    killed = lab.run(
+        lab.zoned,
+        [PYTHON, "-m", "nm_zones", "reload"],
+        check=False,
+        NM_ZONES_FAULTS="kill-after-commit=1",
+    )
+    assert killed.returncode == -9
+    # the new backend holds everything, the old one still does: a packet passes both
+    assert "nmz-if-" + a.name in lab.nft_table()
+    assert "nmz-if-" + a.name in lab.save("ipv4") + lab.save("ipv6")
+    assert probe_8080(lab, a) == ["rejected", "rejected"]
+    finished = lab.nm_zones("reload", check=False)
+    assert finished.returncode == 0, finished
+    assert "nmz" not in lab.save("ipv4") + lab.save("ipv6")
+    status = lab.nm_zones("status")
+    assert "rules held by: nftables" in status.stdout
+    assert status.stdout.count("kernel: in place") == 3  # catch-all, a and b
+    assert probe_8080(lab, a) == ["rejected", "rejected"]
+    assert probe_8080(lab, b) == ["rejected", "rejected"]
+    write(lab, "nm-zones.yaml", "backend: iptables\n")
+    back = lab.nm_zones("reload")
+    assert "*: nftables -> iptables (rules moved to another backend)" in back.stdout
+    assert lab.nft_table() == ""
+    assert "rules held by: iptables" in lab.nm_zones("status").stdout
+    assert probe_8080(lab, a) == ["rejected", "rejected"]
+
+
+def test_a_backend_that_cannot_be_opened_gives_way_to_the_other(lab):
+    link = lab.add_link()
+    lab.listen()
+    result = lab.nm_zones(
+        "apply", link.name, "home", check=False, NM_ZONES_FAULTS="missing-backend=nftables"
+    )
+    assert "backend iptables used instead (nftables:" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
+    assert "nmz-if-" + link.name in lab.save("ipv4")
+
+
+def test_disable_removes_the_table_and_enable_puts_it_back(lab):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("disable")
+    assert lab.nft_table() == ""
+    lab.nm_zones("enable")
+    assert f'"{link.name}" : jump nmz-if-{link.name}-in' in lab.nft_table()
+
+
+ALLOWANCE = """
+import sys, time
+from nm_zones.backends.nftables import NftablesBackend
+from nm_zones.compile import compile_interface
+from nm_zones.compiled import KernelPlan
+from nm_zones.config import load
+from nm_zones.paths import Paths
+
+config = load(Paths(config="/nonexistent")).config
+interface = sys.argv[1]
+tables = compile_interface(interface, config.zones["block"], config).kernel_tables()
+chains, dispatch = tables[("ipv4", "filter")]
+
+
+def allowance(port, seconds):
+    stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + seconds))
+    matches = (("tcp", (("dport", str(port)),)), ("time", (("datestop", stop),)))
+    return ("ACCEPT", (), None, None, "tcp", matches)
+
+
+for family in ("ipv4", "ipv6"):
+    chains, dispatch = tables[(family, "filter")]
+    extra = (allowance(8080, 3600), allowance(22, -3600))
+    chains = tuple((c, extra + specs if c.endswith("-in") else specs) for c, specs in chains)
+    tables[(family, "filter")] = (chains, dispatch)
+NftablesBackend().apply(KernelPlan(interface, tables))
+"""
+
+
+def test_an_allowance_with_a_deadline_is_ignored_by_the_kernel_once_it_passed(lab):
+    """The form `nm-zones allow --for` takes in a plan (a rule spec with a `time` match,
+    backends/base.py): before its deadline the port is open, after it the kernel ignores it."""
+    link = lab.add_link()
+    lab.listen()
+    lab.run(lab.zoned, [PYTHON, "-c", ALLOWANCE, link.name])
+    got = lab.probe(
+        [
+            {"kind": "tcp", "address": address, "port": port}
+            for address in (link.ipv4, link.ipv6)
+            for port in (8080, 22)
+        ]
+    )
+    assert got == ["accepted", "rejected", "accepted", "rejected"]
+    assert "meta time <" in lab.nft_table()
+
+
+def test_a_run_of_several_transactions_records_the_table_as_it_is(lab):
+    """A reload re-applying two interfaces makes two transactions; the view it records
+    after the second must include the first, or the next change to any other table (which
+    makes nm-zones read its own table) would be taken for a change to nm-zones' rules."""
+    a, b = lab.add_link(), lab.add_link()
+    write(lab, "zones.d/lab.yaml", "services: [ssh]\n")
+    lab.nm_zones("apply", a.name, "lab")
+    lab.nm_zones("apply", b.name, "lab")
+    write(lab, "zones.d/lab.yaml", "services: [ssh, mdns]\n")
+    assert lab.nm_zones("reload").stdout.count("the zone's rules changed") == 2
+    lab.run(lab.zoned, ["nft", "add", "table", "inet", "someone-else"])
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 0, status.stdout
+    assert "changed by another program" not in status.stdout
