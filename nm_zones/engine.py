@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import time
 
-from .compiled import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .digest import fingerprint
 from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
-from .layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .log import Change, record, to_syslog
 from .paths import Paths
 from .resolve import REASON_SHARED, Connection, decide_zone
+from .ruleset.compiled import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
+from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
@@ -68,7 +68,7 @@ class Engine:
     def compiled(self) -> CompiledConfig:
         """The config as the engine uses it (compiled.py), loaded on first use."""
         if self._compiled is None:
-            from .compiled import load
+            from .ruleset.compiled import load
 
             self._compiled = load(self.paths, self.use_cache)
         return self._compiled
@@ -357,7 +357,7 @@ class Engine:
     def expire_allowances(self, state: State) -> None:
         """Runtime allowances past their deadline (the kernel already ignores their rules)
         leave the state, and the interfaces they reached are committed without them."""
-        from .allowances import expired
+        from .ruleset.allowances import expired
 
         now = time.time()
         gone = [a for a in state.allowances if expired(a, now)]
@@ -579,7 +579,7 @@ def allowed_for(state: State, interface: str, zone: str) -> tuple:
     """The runtime allowances that reach `interface` bound to `zone` (allowances.py)."""
     if not state.allowances:
         return ()
-    from .allowances import effective
+    from .ruleset.allowances import effective
 
     return effective(state.allowances, interface, zone)
 
@@ -596,7 +596,7 @@ def interface_digest(interface: str, usable: ZonePlan, allowed: tuple = ()) -> s
     allowances that reach it (an interface without any keeps the digest it always had)."""
     extra = ""
     if allowed:
-        from .allowances import digest_text
+        from .ruleset.allowances import digest_text
 
         extra = digest_text(allowed)
     return fingerprint(f"{interface}\n{usable.digest}{extra}")
@@ -606,7 +606,7 @@ def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, a
     """The kernel plan of `interface` in zone `usable`, with its allowances' rules."""
     if not allowed:
         return instantiate(usable, interface)
-    from .allowances import specs
+    from .ruleset.allowances import specs
 
     extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
     return instantiate(usable, interface, extra)

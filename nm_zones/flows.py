@@ -43,7 +43,7 @@ it, and the zone's rules filter only what comes in.
 
 from __future__ import annotations
 
-from .layout import FAMILIES, FORWARD_OUT, IP_PROTOCOLS
+from .ruleset.layout import FAMILIES, FORWARD_OUT, IP_PROTOCOLS
 
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 SETTING = "end-forbidden-flows"

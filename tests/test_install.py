@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from nm_zones.config import load
-from nm_zones.install import hook_text, stable_interpreter
+from nm_zones.config.load import load
+from nm_zones.doors.install import hook_text, stable_interpreter
 from nm_zones.paths import SHIPPED_DIR, Paths
 from tests.harness.lab import PYTHON, REPO, base_env
 from tests.harness.nm_sandbox import NMSandbox

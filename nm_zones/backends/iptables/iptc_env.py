@@ -302,7 +302,7 @@ def import_iptc():
     try:
         import iptc
     except Exception as error:  # whatever it is: one clear line
-        from .errors import KernelError
+        from ...errors import KernelError
 
         _forget_iptc()
         reason = " ".join(str(error).split()) or "no reason given"

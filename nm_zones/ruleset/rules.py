@@ -8,9 +8,9 @@ kernel will report back.
 
 from __future__ import annotations
 
-from .digest import fingerprint
+from ..backends.iptables.lazy import import_deferring
+from ..digest import fingerprint
 from .layout import EGRESS_CHAINS, HOOKS, SECTION_IFACE, TABLE_ORDER, uses_goto
-from .lazy import import_deferring
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
 # class here has one (lazy.py)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import marshal
 import os
 
-from .files import read_trusted
-from .ifname import chain_name
+from ..files import read_trusted
+from ..ifname import chain_name
+from ..paths import Paths, config_fingerprint
 from .layout import CHAIN_KINDS, log_prefix
-from .paths import Paths, config_fingerprint
 
 CACHE_FILE = "compiled"
 CACHE_VERSION = 4  # 2: forwarding names families; 3: and the settings; 4: services' rules
@@ -148,12 +148,19 @@ class CompiledConfig:
 
 
 # The modules whose code decides what is compiled: a changed nm-zones rebuilds the cache.
-COMPILER_MODULES = ("config.py", "compile.py", "compiled.py", "layout.py", "model.py", "rules.py")
+COMPILER_MODULES = (
+    "config/load.py",
+    "config/model.py",
+    "ruleset/compile.py",
+    "ruleset/compiled.py",
+    "ruleset/layout.py",
+    "ruleset/rules.py",
+)
 
 
 def code_identity(names: tuple[str, ...]) -> tuple:
-    """(name, size, mtime) of nm-zones' own modules, by their files next to this one."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    """(name, size, mtime) of nm-zones' own modules, by their paths in the package."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     identity = []
     for name in names:
         try:
@@ -179,12 +186,12 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
                 return CompiledConfig(data)
         except Exception:  # absent, damaged or untrusted: only a cache, rebuilt
             pass
-    from .config import load as load_files
+    from ..config.load import load as load_files
 
     data = build(load_files(paths), paths)
     data["key"] = key
     if os.path.isdir(paths.state):  # made by the first run that takes the lock
-        from .files import write_atomically
+        from ..files import write_atomically
 
         try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
             write_atomically(cache_path, marshal.dumps(data), 0o600)
@@ -208,7 +215,7 @@ def build(loaded, paths: Paths) -> dict:
         if problems is None:
             return None
         if not shipped:
-            from .config import load as load_files
+            from ..config.load import load as load_files
 
             shipped.append(load_files(paths, shipped_only=True).config)
         stand_in = shipped[0]

@@ -15,7 +15,8 @@ Tables a zone does not need get no chains for the interface.
 
 from __future__ import annotations
 
-from .ifname import chain_name
+from ..config.model import ICMP_TYPES, Config, PortRange, Service, Zone
+from ..ifname import chain_name
 from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
@@ -25,7 +26,6 @@ from .layout import (
     log_prefix,
     uses_goto,
 )
-from .model import ICMP_TYPES, Config, PortRange, Service, Zone
 from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
 
 ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}

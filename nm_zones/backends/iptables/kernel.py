@@ -21,11 +21,10 @@ import errno
 import os
 import time
 
-from .errors import KernelError
-from .held import read_view
-from .ifname import chain_name
-from .iptc_env import import_iptc
-from .layout import (
+from ...errors import KernelError
+from ...ifname import chain_name
+from ...locks import file_lock
+from ...ruleset.layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
     DISPATCH,
@@ -36,7 +35,8 @@ from .layout import (
     TABLE_ORDER,
     uses_goto,
 )
-from .locks import file_lock
+from .held import read_view
+from .iptc_env import import_iptc
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
