@@ -155,8 +155,8 @@ class Bench:
         from nm_zones.config.load import load
         from nm_zones.ifname import chain_name
         from nm_zones.paths import Paths
-        from nm_zones.ruleset.compile import compile_interface
-        from nm_zones.ruleset.compiled import KernelPlan
+        from nm_zones.ruleset.build import compile_interface
+        from nm_zones.ruleset.cache import KernelPlan
         from nm_zones.ruleset.layout import CHAIN_KINDS
 
         config = load(Paths(config="/nonexistent")).config
@@ -179,7 +179,7 @@ class Bench:
         kernel's read and commit of the whole table. Removed again after each run, untimed."""
         from nm_zones.config.load import load
         from nm_zones.paths import Paths
-        from nm_zones.ruleset.compile import compile_interface
+        from nm_zones.ruleset.build import compile_interface
 
         config = load(Paths(config="/nonexistent")).config
         ruleset = compile_interface(interface, config.zones["public"], config)
@@ -270,7 +270,7 @@ IMPORT_STEPS = (
         "import nm_zones.engine, nm_zones.backends.iptables.kernel",
     ),
     ("+ PyYAML", "import yaml"),
-    ("+ the dataclass model and compiler", "import nm_zones.config.load, nm_zones.ruleset.compile"),
+    ("+ the dataclass model and compiler", "import nm_zones.config.load, nm_zones.ruleset.build"),
     (
         "+ argparse and the command line",
         "import nm_zones.doors.cli; nm_zones.doors.cli.build_parser()",

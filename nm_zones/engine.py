@@ -1,11 +1,11 @@
 """The pipeline both doors (the dispatcher hook and the `nm-zones` command) go through:
-binding -> the zone's compiled plan (compiled.py) -> kernel -> state, with the fail-safe rules:
+binding -> the zone's compiled plan (ruleset/cache.py) -> kernel -> state, with the fail-safe rules:
 
 - a zone whose file (or a service it uses) cannot be loaded never opens anything: an interface
   that already has rules keeps them; a new one gets the shipped definition, else `block`;
 - the kernel is the truth: every run first compares what the kernel holds of nm-zones with
-  the view recorded after nm-zones' own last commit (held.py) and rebuilds any table that
-  another program changed, before it commits anything itself;
+  the view recorded after nm-zones' own last commit (backends/iptables/held.py) and rebuilds
+  any table that another program changed, before it commits anything itself;
 - every transition is journaled: an interface is marked `applying` or `removing` in the state
   before its commits, `disable` writes its flag first, so any later run finishes or repairs
   an interrupted one;
@@ -25,7 +25,7 @@ from .ifname import chain_token, check_interface, interface_index, matches_exemp
 from .log import Change, record, to_syslog
 from .paths import Paths
 from .resolve import REASON_SHARED, Connection, decide_zone
-from .ruleset.compiled import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
+from .ruleset.cache import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .state import Binding, State, StateDir
 
@@ -66,9 +66,9 @@ class Engine:
 
     @property
     def compiled(self) -> CompiledConfig:
-        """The config as the engine uses it (compiled.py), loaded on first use."""
+        """The config as the engine uses it (ruleset/cache.py), loaded on first use."""
         if self._compiled is None:
-            from .ruleset.compiled import load
+            from .ruleset.cache import load
 
             self._compiled = load(self.paths, self.use_cache)
         return self._compiled
@@ -200,7 +200,7 @@ class Engine:
     ) -> Change | None:
         """Bind `interface` to `zone_name`; returns the change made, None for a no-op.
         `inputs` records what decided it, for the quick path of the next event; `why`
-        replaces the reason in the change record (a runtime allowance, allow.py)."""
+        replaces the reason in the change record (a runtime allowance, doors/allow.py)."""
         check_interface(interface)
         if matches_exempt(interface, self.compiled.exempt_interfaces):
             raise UsageError(
@@ -576,7 +576,7 @@ class Engine:
 
 
 def allowed_for(state: State, interface: str, zone: str) -> tuple:
-    """The runtime allowances that reach `interface` bound to `zone` (allowances.py)."""
+    """The runtime allowances that reach `interface` bound to `zone` (ruleset/allowances.py)."""
     if not state.allowances:
         return ()
     from .ruleset.allowances import effective

@@ -541,7 +541,7 @@ def test_loading_the_config_does_not_import_inspect():
     code = (
         "import sys\n"
         "from nm_zones.config.load import load\n"
-        "from nm_zones.ruleset.compile import compile_interface\n"
+        "from nm_zones.ruleset.build import compile_interface\n"
         "from nm_zones.paths import Paths\n"
         "config = load(Paths(config='/nonexistent')).config\n"
         "compile_interface('eth0', config.zones['home'], config)\n"

@@ -14,7 +14,7 @@ import pytest
 
 from nm_zones.config.load import load
 from nm_zones.paths import Paths
-from nm_zones.ruleset.compile import compile_interface
+from nm_zones.ruleset.build import compile_interface
 from nm_zones.state import STATE_FILE
 from tests.harness.lab import PYTHON, REPO, wait_for
 
@@ -52,7 +52,7 @@ def planned(
     ruleset = compile_interface(interface, config.zones[zone], config)
     if backend == "nftables":
         from nm_zones.backends.nftables.backend import Script, canonical
-        from nm_zones.ruleset.compiled import KernelPlan
+        from nm_zones.ruleset.cache import KernelPlan
 
         plan = KernelPlan(interface, ruleset.kernel_tables())
         rules = Script(plan).chain_lines()[f"nmz-if-{interface}-in"]

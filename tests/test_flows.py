@@ -18,7 +18,7 @@ from pyroute2 import NetNS, netns
 
 from nm_zones.flows import Packet, accepts, tightens, translation
 from nm_zones.paths import Paths
-from nm_zones.ruleset.compiled import load as load_compiled
+from nm_zones.ruleset.cache import load as load_compiled
 from tests.harness.lab import HARNESS, PYTHON, Link, configure_end
 
 SESSION = os.path.join(HARNESS, "session.py")

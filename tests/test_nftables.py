@@ -159,8 +159,8 @@ def test_disable_removes_the_table_and_enable_puts_it_back(lab):
 ALLOWANCE = """
 import sys, time
 from nm_zones.backends.nftables.backend import NftablesBackend
-from nm_zones.ruleset.compile import compile_interface
-from nm_zones.ruleset.compiled import KernelPlan
+from nm_zones.ruleset.build import compile_interface
+from nm_zones.ruleset.cache import KernelPlan
 from nm_zones.config.load import load
 from nm_zones.paths import Paths
 

@@ -298,7 +298,7 @@ def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
         assert ("iptc" in imported[switch]) != nftables, imported[switch]
         heavy = {"yaml", "dataclasses", "json", "re", "enum", "subprocess", "pickle"}
         heavy |= {"nm_zones.config.model", "nm_zones.config.load"}
-        heavy |= {"nm_zones.ruleset.compile", "nm_zones.ruleset.rules"}
+        heavy |= {"nm_zones.ruleset.build", "nm_zones.ruleset.rules"}
         assert not heavy & imported[switch], heavy & imported[switch]
 
 

@@ -1,4 +1,4 @@
-"""Backends: how nm-zones' plans reach the kernel (base.py says what each offers).
+"""Backends: how nm-zones' plans reach the kernel (backends/base.py says what each offers).
 
 `iptables` (python-iptables on legacy x_tables) and `nftables` (libnftables, one table
 `inet nm-zones`). The settings key `backend` chooses; `auto` takes iptables where the kernel

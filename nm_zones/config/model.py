@@ -6,7 +6,7 @@ touching the kernel.
 
 from __future__ import annotations
 
-from ..backends.iptables.lazy import import_deferring
+from ..lazy import import_deferring
 from ..ruleset.layout import FAMILIES, IP_PROTOCOLS
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every

@@ -1,8 +1,8 @@
 """`nm-zones allow` and `nm-zones revoke`: open a port or a service now, for a while, or for
 good, on one interface or on every interface of a zone.
 
-A runtime change (allowances.py) lives in the state and in the kernel, committed with the
-interface's chains; `--permanent` edits the admin's zone file (zonefile.py) and re-applies
+A runtime change (ruleset/allowances.py) lives in the state and in the kernel, committed with the
+interface's chains; `--permanent` edits the admin's zone file (config/zonefile.py) and re-applies
 like `reload`. Every change runs under the state lock after engine.prepare (cli._run_changes).
 """
 

@@ -252,14 +252,14 @@ def _warn_iptables_variant(backend: str) -> None:
 
 def cmd_plan(args) -> int:
     from ..ifname import check_interface
-    from ..ruleset.compile import compile_interface
+    from ..ruleset.build import compile_interface
 
     check_interface(args.interface)
     zone, config = _loaded_zone(args.zone)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
     if _plan_backend(config.settings.backend) == "nftables":
         from ..backends.nftables.backend import plan_script
-        from ..ruleset.compiled import KernelPlan
+        from ..ruleset.cache import KernelPlan
 
         plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
         sys.stdout.write("# nftables\n" + plan_script(plan))
@@ -279,7 +279,7 @@ def _with_runtime_allowances(ruleset, config):
     if not allowed:
         return ruleset
     from ..ruleset.allowances import specs
-    from ..ruleset.compile import service_specs, with_allowances
+    from ..ruleset.build import service_specs, with_allowances
     from ..ruleset.layout import FAMILIES
 
     services = {name: service_specs(service) for name, service in config.services.items()}
@@ -363,7 +363,7 @@ def cmd_reload(args) -> int:
 
 def cmd_allow(args) -> int:
     """allow and revoke: WHAT and the options checked first (exit 2), the change under the
-    state lock (allow.py)."""
+    state lock (doors/allow.py)."""
     from ..ifname import check_interface
     from .allow import Request, check_what, run
 

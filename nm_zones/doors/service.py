@@ -1,6 +1,6 @@
 """`nm-zones serve`: NetworkManager's front door. A resident process on the system bus that
 owns firewalld's name, `org.fedoraproject.FirewallD1`, and answers the calls NetworkManager
-and the connection editors make (busapi.py has the names and signatures).
+and the connection editors make (doors/busapi.py has the names and signatures).
 
 NetworkManager calls `changeZoneOfInterface(zone, interface)` in activation stage 3, before
 any address is configured, and waits for the reply; it calls it again when `connection.zone`

@@ -1,5 +1,6 @@
 """The iptables backend: python-iptables on legacy x_tables (kernel.py, entries.py, held.py,
-iptc_env.py), behind the Backend interface (base.py). One view key per (family, table)."""
+iptc_env.py next to this file), behind the Backend interface (backends/base.py). One view key
+per (family, table)."""
 
 from __future__ import annotations
 

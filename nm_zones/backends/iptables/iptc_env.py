@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .lazy import LazyModule, StandIns
+from ...lazy import LazyModule, StandIns
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
 _ENVIRONMENT = ("XTABLES_LIBDIR", "SETUPTOOLS_USE_DISTUTILS")

@@ -560,7 +560,7 @@ OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
 def read_view(key=KEY, chains=None, base: dict | None = None) -> dict:
     """The view of nm-zones' table ({} when absent): a fingerprint of each chain's rules and
     one of the maps' elements, and the ruleset's generation id when it was read
-    (nfnetlink.py); with `base`, only `chains` are read again."""
+    (backends/nftables/nfnetlink.py); with `base`, only `chains` are read again."""
     from .nfnetlink import read
 
     return read(TABLE, HOOK_CHAINS, chains, base)

@@ -9,7 +9,7 @@ Layout, per family (see DESIGN.md):
   raw     PREROUTING -j nmz-raw   nmz-raw     -i IF -j nmz-if-IF-raw    (conntrack helpers)
 Forwarded traffic is judged by the zone of the interface it came in on; only a zone with
 target default asks nmz-forward-out, where an egress zone's masquerade accepts new flows,
-before its own tail refuses the rest (see layout.py).
+before its own tail refuses the rest (see ruleset/layout.py).
 Tables a zone does not need get no chains for the interface.
 """
 
@@ -264,7 +264,7 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
 def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
     """The ruleset with runtime allowances' rules (family -> specs, allowances.specs) in its
     input chain, where compiled.instantiate puts them: before the zone's tail."""
-    from .compiled import before_tail
+    from .cache import before_tail
 
     chain = chain_name(ruleset.interface, "in")
     tables = {}

@@ -51,7 +51,7 @@ class ZonePlan:
 
 class KernelPlan:
     """The chains and dispatch rules of one interface (None: the catch-all), plain data for
-    kernel.py; see rules.Ruleset.kernel_tables for the shape of `tables`."""
+    backends/iptables/kernel.py; see rules.Ruleset.kernel_tables for the shape of `tables`."""
 
     __slots__ = ("forwarding", "interface", "tables")
 
@@ -61,7 +61,7 @@ class KernelPlan:
 
 def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> KernelPlan:
     """The zone's rules for `interface`: its chain names, and its name in log prefixes;
-    `allowed` (family -> rule specs: runtime allowances, allowances.py) go into its input
+    `allowed` (family -> rule specs: runtime allowances, ruleset/allowances.py) go into its input
     chain just before the zone's tail."""
     tables = {}
     for key, (chains, dispatch) in zone.tables.items():
@@ -151,8 +151,8 @@ class CompiledConfig:
 COMPILER_MODULES = (
     "config/load.py",
     "config/model.py",
-    "ruleset/compile.py",
-    "ruleset/compiled.py",
+    "ruleset/build.py",
+    "ruleset/cache.py",
     "ruleset/layout.py",
     "ruleset/rules.py",
 )
@@ -202,7 +202,7 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
 
 def build(loaded, paths: Paths) -> dict:
     """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
-    from .compile import compile_catchall, compile_interface, service_specs
+    from .build import compile_catchall, compile_interface, service_specs
 
     config = loaded.config
     shipped = []  # loaded when a broken zone needs a stand-in
