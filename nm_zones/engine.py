@@ -214,22 +214,9 @@ class Engine:
         if usable is None:
             raise unknown_zone(zone_name)
         connection = connection or Connection()
-        problems = [usable.problem] if usable.problem else []
-        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
-            problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
-        degraded = ""
-        if problems:
-            self.degraded = True
-            if old and old.status == "applied":
-                degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
-                self.warn(f"{interface}: {degraded}")
-                if old.degraded != degraded:
-                    old.degraded = degraded
-                    self.save(state)
-                return None
-            fallback = usable.fallback or "using the shipped map"
-            degraded = "; ".join([*problems, fallback])
-            self.warn(f"{interface}: {degraded}")
+        degraded = self._degradation(interface, usable, reason, old, state)
+        if degraded is None:
+            return None  # it keeps the rules it has
         # the rules are a pure function of the interface name, the zone's rules and the
         # runtime allowances that reach it
         if state.allowances:
@@ -238,22 +225,10 @@ class Engine:
         digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == "applied" and old.digest == digest and old.ifindex == ifindex:
-            if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
-                reason,
-                connection.uuid,
-                degraded,
-                inputs or old.inputs,
-            ):
-                old.reason, old.degraded = reason, degraded
-                old.inputs = inputs or old.inputs
-                old.connection_uuid = connection.uuid or old.connection_uuid
-                old.connection_id = connection.id or old.connection_id
-                self.save(state)
+            self._record_unchanged(state, old, reason, connection, degraded, inputs)
             return None
         started = time.monotonic()
         plan = interface_plan(self.compiled, interface, usable, allowed)
-        new_tables = sorted(plan.tables)
-        previous = old.table_set() if old else None
         binding = Binding(
             zone=usable.name,
             reason=reason,
@@ -263,11 +238,75 @@ class Engine:
             connection_type=connection.type,
             since=time.time(),
             digest=digest,
-            tables=[list(t) for t in sorted(set(new_tables) | (previous or set()))],
             status="applying",
             degraded=degraded,
             inputs=inputs,
         )
+        self._commit_binding(state, interface, old, usable, plan, binding)
+        return self._changed(
+            Change(
+                interface,
+                old.zone if old else "",
+                usable.name,
+                why or _change_reason(reason, old, usable.name),
+                connection.id or connection.uuid,
+                _ms(started),
+                degraded,
+                binding.flows_ended,
+            )
+        )
+
+    def _degradation(self, interface: str, usable, reason: str, old, state: State) -> str | None:
+        """What is wrong with the zone or the map ("" when nothing), warned about; None when
+        the interface keeps the rules it has (it was applied, and the zone cannot be used)."""
+        problems = [usable.problem] if usable.problem else []
+        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
+            problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
+        if not problems:
+            return ""
+        self.degraded = True
+        if old and old.status == "applied":
+            degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
+            self.warn(f"{interface}: {degraded}")
+            if old.degraded != degraded:
+                old.degraded = degraded
+                self.save(state)
+            return None
+        fallback = usable.fallback or "using the shipped map"
+        degraded = "; ".join([*problems, fallback])
+        self.warn(f"{interface}: {degraded}")
+        return degraded
+
+    def _record_unchanged(
+        self,
+        state: State,
+        old: Binding,
+        reason: str,
+        connection: Connection,
+        degraded: str,
+        inputs: str,
+    ) -> None:
+        """The kernel already holds the interface's rules: only the record may change."""
+        if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
+            reason,
+            connection.uuid,
+            degraded,
+            inputs or old.inputs,
+        ):
+            old.reason, old.degraded = reason, degraded
+            old.inputs = inputs or old.inputs
+            old.connection_uuid = connection.uuid or old.connection_uuid
+            old.connection_id = connection.id or old.connection_id
+            self.save(state)
+
+    def _commit_binding(
+        self, state: State, interface: str, old, usable, plan, binding: Binding
+    ) -> None:
+        """Journal the binding as `applying` (with every table it may touch), commit the
+        plan, then record it `applied` and end the flows the new zone forbids."""
+        new_tables = sorted(plan.tables)
+        previous = old.table_set() if old else None
+        binding.tables = [list(t) for t in sorted(set(new_tables) | (previous or set()))]
         state.interfaces[interface] = binding
         tables = binding.table_set() if previous is not None else None
         self.save(state, committing=self.backend.view_keys(tables))
@@ -277,26 +316,6 @@ class Engine:
         binding.tables = [list(t) for t in new_tables]
         binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
-        if why:
-            pass  # the caller says what changed (an allowance)
-        elif old and old.zone == usable.name and old.status == "applied":
-            why = f"{reason}; the zone's rules changed"
-        elif old and old.status == "applying":
-            why = f"{reason}; repairing an interrupted apply"
-        else:
-            why = reason
-        return self._changed(
-            Change(
-                interface,
-                old.zone if old else "",
-                usable.name,
-                why,
-                connection.id or connection.uuid,
-                _ms(started),
-                degraded,
-                binding.flows_ended,
-            )
-        )
 
     def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
         """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""
@@ -625,6 +644,15 @@ def describe(error: Exception) -> str:
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
     return " ".join(str(error).split()) or type(error).__name__
+
+
+def _change_reason(reason: str, old, zone: str) -> str:
+    """What the change record says happened."""
+    if old and old.zone == zone and old.status == "applied":
+        return f"{reason}; the zone's rules changed"
+    if old and old.status == "applying":
+        return f"{reason}; repairing an interrupted apply"
+    return reason
 
 
 def _ms(started: float) -> float:

@@ -707,6 +707,7 @@ class _Version(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line, one helper per group of commands (their order is --help's)."""
     parser = argparse.ArgumentParser(
         prog="nm-zones",
         description=DESCRIPTION,
@@ -715,40 +716,59 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_config_commands(sub)
+    _add_interface_commands(sub)
+    _add_allow_commands(sub)
+    _add_kernel_commands(sub)
+    _add_nm_commands(sub)
+    _add_system_commands(sub)
+    return parser
 
-    def command(name, func, summary, example, **kwargs):
-        p = sub.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=f"example:\n  {example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-            **kwargs,
-        )
-        p.set_defaults(func=func)
-        return p
 
-    p = command("zones", cmd_zones, "list the zones; * marks default-zone", "nm-zones zones")
+def _command(sub, name, func, summary, example, **kwargs) -> argparse.ArgumentParser:
+    """One subcommand: its summary is both its --help line and its description."""
+    p = sub.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_config_commands(sub) -> None:
+    """The commands that read the config: zones, show, services, check, plan."""
+    p = _command(sub, "zones", cmd_zones, "list the zones; * marks default-zone", "nm-zones zones")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p = command(
-        "show", cmd_show, "what a zone allows, services expanded to ports", "nm-zones show home"
+    p = _command(
+        sub,
+        "show",
+        cmd_show,
+        "what a zone allows, services expanded to ports",
+        "nm-zones show home",
     )
     p.add_argument("zone")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p = command(
+    p = _command(
+        sub,
         "services",
         cmd_services,
         "list the service catalog (shipped + /etc)",
         "nm-zones services --json",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    command(
+    _command(
+        sub,
         "check",
         cmd_check,
         "validate every zone, service and the map; one line per problem, exit 2 if any",
         "nm-zones check && nm-zones reload",
     )
-    p = command(
+    p = _command(
+        sub,
         "plan",
         cmd_plan,
         "print the rules apply would commit: '# IPv4' then iptables-save text, '# IPv6' then "
@@ -759,19 +779,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("interface")
     p.add_argument("zone")
-    p = command(
-        "apply", cmd_apply, "bind an interface to a zone now (root)", "nm-zones apply eth0 home"
+
+
+def _add_interface_commands(sub) -> None:
+    """The commands on one interface: apply, remove, status."""
+    p = _command(
+        sub,
+        "apply",
+        cmd_apply,
+        "bind an interface to a zone now (root)",
+        "nm-zones apply eth0 home",
     )
     p.add_argument("interface")
     p.add_argument("zone")
-    p = command(
+    p = _command(
+        sub,
         "remove",
         cmd_remove,
         "remove an interface's rules; it falls back to the catch-all (root)",
         "nm-zones remove eth0",
     )
     p.add_argument("interface")
-    p = command(
+    p = _command(
+        sub,
         "status",
         cmd_status,
         "what is applied where, since when, why, whether the kernel still holds it, and how "
@@ -782,6 +812,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("interface", nargs="?", metavar="IFACE", help="show this interface in full")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_allow_commands(sub) -> None:
+    """Allow and revoke: one parser shape, two verbs."""
     for verb, summary, details, examples in (
         (
             "allow",
@@ -800,7 +834,7 @@ def build_parser() -> argparse.ArgumentParser:
             "nm-zones revoke 8000/tcp\n  nm-zones revoke https --zone work --permanent",
         ),
     ):
-        p = command(verb, cmd_allow, summary, examples)
+        p = _command(sub, verb, cmd_allow, summary, examples)
         p.description = f"{summary}\n\n{details}"
         p.add_argument(
             "what", metavar="WHAT", help="a service (nm-zones services), 8080/tcp or 6000-6010/udp"
@@ -820,7 +854,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--permanent", action="store_true", help="change the zone's file and re-apply"
         )
-    p = command(
+
+
+def _add_kernel_commands(sub) -> None:
+    """The kernel log and the whole ruleset: log, reload, gc."""
+    p = _command(
+        sub,
         "log",
         cmd_log,
         "the packets zones with log-denied: true refused, from the kernel log (journalctl -k "
@@ -830,20 +869,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("interface", nargs="?", metavar="IFACE", help="only this interface")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new ones")
-    command(
+    _command(
+        sub,
         "reload",
         cmd_reload,
         "re-read the config; re-apply only interfaces whose rules changed; installs the "
         "hooks and the catch-all even with nothing bound (root)",
         "nm-zones reload",
     )
-    command(
+    _command(
+        sub,
         "gc",
         cmd_gc,
         "remove rules of interfaces that are gone and chains nobody owns (root)",
         "nm-zones gc",
     )
-    p = command(
+
+
+def _add_nm_commands(sub) -> None:
+    """The commands that set zones in NetworkManager: assign, default-zone."""
+    p = _command(
+        sub,
         "assign",
         cmd_assign,
         "set a connection's zone in NetworkManager (connection.zone) and apply it at "
@@ -852,7 +898,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
     p.add_argument("zone")
-    p = command(
+    p = _command(
+        sub,
         "default-zone",
         cmd_default_zone,
         "show or set the zone of networks nothing else places; interfaces that got "
@@ -863,19 +910,26 @@ def build_parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--wired", action="store_true", help="unknown wired networks only")
     which.add_argument("--wireless", action="store_true", help="unknown wireless networks only")
-    command(
+
+
+def _add_system_commands(sub) -> None:
+    """Nm-zones as a whole: enable, disable, serve, install."""
+    _command(
+        sub,
         "enable",
         cmd_enable,
         "turn nm-zones back on and apply the zones of all active connections (root)",
         "nm-zones enable",
     )
-    command(
+    _command(
+        sub,
         "disable",
         cmd_disable,
         "remove every nm-zones rule and make the hook a no-op, across reboots (root)",
         "nm-zones disable",
     )
-    command(
+    _command(
+        sub,
         "serve",
         cmd_serve,
         "run the D-Bus service in the foreground (root): own org.fedoraproject.FirewallD1 on "
@@ -885,7 +939,8 @@ def build_parser() -> argparse.ArgumentParser:
         "assign zones; refuses to start beside firewalld. Logs to stderr and syslog",
         "nm-zones serve",
     )
-    p = command(
+    p = _command(
+        sub,
         "install",
         cmd_install,
         "for a pip install: the NetworkManager hook, root's fast /usr/local/sbin/nm-zones, "
@@ -903,7 +958,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="first remove every nm-zones rule from the kernel (with DIR /), then the files "
         "install wrote and nobody edited, the state and the disabled flag",
     )
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
