@@ -56,7 +56,7 @@ def port_spec(what: str) -> tuple:
 
 def specs(allowed, services: dict, family: str) -> tuple:
     """The rule specs of `allowed` ((what, deadline), ...) in one family; `services` maps a
-    service name to its specs per family (compiled.CompiledConfig.services). A service the
+    service name to its specs per family (cache.CompiledConfig.services). A service the
     config no longer has opens nothing."""
     result = []
     for what, deadline in allowed:

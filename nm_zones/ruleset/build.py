@@ -263,7 +263,7 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
 
 def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
     """The ruleset with runtime allowances' rules (family -> specs, allowances.specs) in its
-    input chain, where compiled.instantiate puts them: before the zone's tail."""
+    input chain, where cache.instantiate puts them: before the zone's tail."""
     from .cache import before_tail
 
     chain = chain_name(ruleset.interface, "in")

@@ -87,8 +87,8 @@ def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> 
 
 def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[0]) -> tuple:
     """`extra` inserted before an input chain's tail: its verdict, and the LOG rule before
-    it when the zone logs what it refuses (compile._tail). `target` names a rule's target
-    (rules are specs here, rules.Rule values in compile.with_allowances)."""
+    it when the zone logs what it refuses (build._tail). `target` names a rule's target
+    (rules are specs here, rules.Rule values in build.with_allowances)."""
     tail = 2 if len(rules) >= 2 and target(rules[-2]) == "LOG" else 1
     return rules[:-tail] + tuple(extra) + rules[-tail:]
 

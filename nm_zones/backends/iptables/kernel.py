@@ -9,7 +9,7 @@ admin's rules, policies) is written back exactly as it was read, counters includ
 Order of commits: raw, nat, then filter when applying, so that the filter table, which decides,
 changes last; filter first when removing, so the catch-all takes over before NAT goes away.
 
-It works on plain plans (compiled.KernelPlan: chain names, rule specs, dispatch rules) and
+It works on plain plans (cache.KernelPlan: chain names, rule specs, dispatch rules) and
 commits each rule as the entry python-iptables built for it (entries.py), through
 python-iptables' Table: append_entry, insert_entry, delete_entry, commit.
 """
@@ -83,7 +83,7 @@ def owned_chains(interface: str | None) -> frozenset[str]:
 class Netfilter:
     """python-iptables, one table of one family at a time.
 
-    Plans (compiled.KernelPlan) hold rules as specs; `state_dir` is where their entries are
+    Plans (cache.KernelPlan) hold rules as specs; `state_dir` is where their entries are
     kept between runs (entries.py), None to build every entry afresh.
     """
 
@@ -274,7 +274,7 @@ class Netfilter:
                 pass
 
     def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
-        """Put a compiled.KernelPlan in place; tables the interface used before but no
+        """Put a cache.KernelPlan in place; tables the interface used before but no
         longer needs are cleaned (all tables are checked when `previous_tables` is unknown)."""
         owned = owned_chains(plan.interface)
         for family in FAMILIES:
