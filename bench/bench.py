@@ -151,13 +151,13 @@ class Bench:
     def nft_floor(self, interface: str) -> list[float]:
         """`nft -f` loading one interface's `public` chains and map elements into nm-zones'
         table (made first when absent), one process; removed again after each run, untimed."""
-        from nm_zones.backends.nftables import _drop_chains, interface_script, table_script
-        from nm_zones.compile import compile_interface
-        from nm_zones.compiled import KernelPlan
-        from nm_zones.config import load
+        from nm_zones.backends.nftables.backend import _drop_chains, interface_script, table_script
+        from nm_zones.config.load import load
         from nm_zones.ifname import chain_name
-        from nm_zones.layout import CHAIN_KINDS
         from nm_zones.paths import Paths
+        from nm_zones.ruleset.build import compile_interface
+        from nm_zones.ruleset.cache import KernelPlan
+        from nm_zones.ruleset.layout import CHAIN_KINDS
 
         config = load(Paths(config="/nonexistent")).config
         ruleset = compile_interface(interface, config.zones["public"], config)
@@ -177,9 +177,9 @@ class Bench:
         """iptables' own C tools loading one interface's `public` chains and dispatch rules
         into the tables as they are (--noflush), IPv4 then IPv6: what any tool pays for the
         kernel's read and commit of the whole table. Removed again after each run, untimed."""
-        from nm_zones.compile import compile_interface
-        from nm_zones.config import load
+        from nm_zones.config.load import load
         from nm_zones.paths import Paths
+        from nm_zones.ruleset.build import compile_interface
 
         config = load(Paths(config="/nonexistent")).config
         ruleset = compile_interface(interface, config.zones["public"], config)
@@ -262,19 +262,25 @@ def _load_and_undo(save_text: str) -> tuple[bytes, bytes]:
 IMPORT_STEPS = (
     ("python -S, nothing imported", ""),
     (
-        "+ python-iptables (nm_zones.iptc_env)",
-        "from nm_zones.iptc_env import import_iptc\nimport_iptc()",
+        "+ python-iptables (nm_zones.backends.iptables.iptc_env)",
+        "from nm_zones.backends.iptables.iptc_env import import_iptc\nimport_iptc()",
     ),
-    ("+ the event path (engine, kernel)", "import nm_zones.engine, nm_zones.kernel"),
+    (
+        "+ the event path (engine, kernel)",
+        "import nm_zones.engine, nm_zones.backends.iptables.kernel",
+    ),
     ("+ PyYAML", "import yaml"),
-    ("+ the dataclass model and compiler", "import nm_zones.config, nm_zones.compile"),
-    ("+ argparse and the command line", "import nm_zones.cli; nm_zones.cli.build_parser()"),
+    ("+ the dataclass model and compiler", "import nm_zones.config.load, nm_zones.ruleset.build"),
+    (
+        "+ argparse and the command line",
+        "import nm_zones.doors.cli; nm_zones.doors.cli.build_parser()",
+    ),
 )
 
 
 def import_costs(runs: int, env: dict) -> list[str]:
     """Whole-process medians of IMPORT_STEPS, to show where a reload's time goes."""
-    from nm_zones.install import package_paths
+    from nm_zones.doors.install import package_paths
 
     env = {**env, "PYTHONPATH": ":".join(package_paths())}
     lines = ["| process | median | min | added |", "|---|---|---|---|"]

@@ -1,11 +1,11 @@
 """The pipeline both doors (the dispatcher hook and the `nm-zones` command) go through:
-binding -> the zone's compiled plan (compiled.py) -> kernel -> state, with the fail-safe rules:
+binding -> the zone's compiled plan (ruleset/cache.py) -> kernel -> state, with the fail-safe rules:
 
 - a zone whose file (or a service it uses) cannot be loaded never opens anything: an interface
   that already has rules keeps them; a new one gets the shipped definition, else `block`;
 - the kernel is the truth: every run first compares what the kernel holds of nm-zones with
-  the view recorded after nm-zones' own last commit (held.py) and rebuilds any table that
-  another program changed, before it commits anything itself;
+  the view recorded after nm-zones' own last commit (backends/iptables/held.py) and rebuilds
+  any table that another program changed, before it commits anything itself;
 - every transition is journaled: an interface is marked `applying` or `removing` in the state
   before its commits, `disable` writes its flag first, so any later run finishes or repairs
   an interrupted one;
@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import time
 
-from .compiled import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .digest import fingerprint
 from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
-from .layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .log import Change, record, to_syslog
 from .paths import Paths
 from .resolve import REASON_SHARED, Connection, decide_zone
+from .ruleset.cache import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
+from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
@@ -66,9 +66,9 @@ class Engine:
 
     @property
     def compiled(self) -> CompiledConfig:
-        """The config as the engine uses it (compiled.py), loaded on first use."""
+        """The config as the engine uses it (ruleset/cache.py), loaded on first use."""
         if self._compiled is None:
-            from .compiled import load
+            from .ruleset.cache import load
 
             self._compiled = load(self.paths, self.use_cache)
         return self._compiled
@@ -200,7 +200,7 @@ class Engine:
     ) -> Change | None:
         """Bind `interface` to `zone_name`; returns the change made, None for a no-op.
         `inputs` records what decided it, for the quick path of the next event; `why`
-        replaces the reason in the change record (a runtime allowance, allow.py)."""
+        replaces the reason in the change record (a runtime allowance, doors/allow.py)."""
         check_interface(interface)
         if matches_exempt(interface, self.compiled.exempt_interfaces):
             raise UsageError(
@@ -214,22 +214,9 @@ class Engine:
         if usable is None:
             raise unknown_zone(zone_name)
         connection = connection or Connection()
-        problems = [usable.problem] if usable.problem else []
-        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
-            problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
-        degraded = ""
-        if problems:
-            self.degraded = True
-            if old and old.status == "applied":
-                degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
-                self.warn(f"{interface}: {degraded}")
-                if old.degraded != degraded:
-                    old.degraded = degraded
-                    self.save(state)
-                return None
-            fallback = usable.fallback or "using the shipped map"
-            degraded = "; ".join([*problems, fallback])
-            self.warn(f"{interface}: {degraded}")
+        degraded = self._degradation(interface, usable, reason, old, state)
+        if degraded is None:
+            return None  # it keeps the rules it has
         # the rules are a pure function of the interface name, the zone's rules and the
         # runtime allowances that reach it
         if state.allowances:
@@ -238,22 +225,10 @@ class Engine:
         digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == "applied" and old.digest == digest and old.ifindex == ifindex:
-            if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
-                reason,
-                connection.uuid,
-                degraded,
-                inputs or old.inputs,
-            ):
-                old.reason, old.degraded = reason, degraded
-                old.inputs = inputs or old.inputs
-                old.connection_uuid = connection.uuid or old.connection_uuid
-                old.connection_id = connection.id or old.connection_id
-                self.save(state)
+            self._record_unchanged(state, old, reason, connection, degraded, inputs)
             return None
         started = time.monotonic()
         plan = interface_plan(self.compiled, interface, usable, allowed)
-        new_tables = sorted(plan.tables)
-        previous = old.table_set() if old else None
         binding = Binding(
             zone=usable.name,
             reason=reason,
@@ -263,11 +238,75 @@ class Engine:
             connection_type=connection.type,
             since=time.time(),
             digest=digest,
-            tables=[list(t) for t in sorted(set(new_tables) | (previous or set()))],
             status="applying",
             degraded=degraded,
             inputs=inputs,
         )
+        self._commit_binding(state, interface, old, usable, plan, binding)
+        return self._changed(
+            Change(
+                interface,
+                old.zone if old else "",
+                usable.name,
+                why or _change_reason(reason, old, usable.name),
+                connection.id or connection.uuid,
+                _ms(started),
+                degraded,
+                binding.flows_ended,
+            )
+        )
+
+    def _degradation(self, interface: str, usable, reason: str, old, state: State) -> str | None:
+        """What is wrong with the zone or the map ("" when nothing), warned about; None when
+        the interface keeps the rules it has (it was applied, and the zone cannot be used)."""
+        problems = [usable.problem] if usable.problem else []
+        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
+            problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
+        if not problems:
+            return ""
+        self.degraded = True
+        if old and old.status == "applied":
+            degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
+            self.warn(f"{interface}: {degraded}")
+            if old.degraded != degraded:
+                old.degraded = degraded
+                self.save(state)
+            return None
+        fallback = usable.fallback or "using the shipped map"
+        degraded = "; ".join([*problems, fallback])
+        self.warn(f"{interface}: {degraded}")
+        return degraded
+
+    def _record_unchanged(
+        self,
+        state: State,
+        old: Binding,
+        reason: str,
+        connection: Connection,
+        degraded: str,
+        inputs: str,
+    ) -> None:
+        """The kernel already holds the interface's rules: only the record may change."""
+        if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
+            reason,
+            connection.uuid,
+            degraded,
+            inputs or old.inputs,
+        ):
+            old.reason, old.degraded = reason, degraded
+            old.inputs = inputs or old.inputs
+            old.connection_uuid = connection.uuid or old.connection_uuid
+            old.connection_id = connection.id or old.connection_id
+            self.save(state)
+
+    def _commit_binding(
+        self, state: State, interface: str, old, usable, plan, binding: Binding
+    ) -> None:
+        """Journal the binding as `applying` (with every table it may touch), commit the
+        plan, then record it `applied` and end the flows the new zone forbids."""
+        new_tables = sorted(plan.tables)
+        previous = old.table_set() if old else None
+        binding.tables = [list(t) for t in sorted(set(new_tables) | (previous or set()))]
         state.interfaces[interface] = binding
         tables = binding.table_set() if previous is not None else None
         self.save(state, committing=self.backend.view_keys(tables))
@@ -277,26 +316,6 @@ class Engine:
         binding.tables = [list(t) for t in new_tables]
         binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
-        if why:
-            pass  # the caller says what changed (an allowance)
-        elif old and old.zone == usable.name and old.status == "applied":
-            why = f"{reason}; the zone's rules changed"
-        elif old and old.status == "applying":
-            why = f"{reason}; repairing an interrupted apply"
-        else:
-            why = reason
-        return self._changed(
-            Change(
-                interface,
-                old.zone if old else "",
-                usable.name,
-                why,
-                connection.id or connection.uuid,
-                _ms(started),
-                degraded,
-                binding.flows_ended,
-            )
-        )
 
     def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
         """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""
@@ -357,7 +376,7 @@ class Engine:
     def expire_allowances(self, state: State) -> None:
         """Runtime allowances past their deadline (the kernel already ignores their rules)
         leave the state, and the interfaces they reached are committed without them."""
-        from .allowances import expired
+        from .ruleset.allowances import expired
 
         now = time.time()
         gone = [a for a in state.allowances if expired(a, now)]
@@ -576,10 +595,10 @@ class Engine:
 
 
 def allowed_for(state: State, interface: str, zone: str) -> tuple:
-    """The runtime allowances that reach `interface` bound to `zone` (allowances.py)."""
+    """The runtime allowances that reach `interface` bound to `zone` (ruleset/allowances.py)."""
     if not state.allowances:
         return ()
-    from .allowances import effective
+    from .ruleset.allowances import effective
 
     return effective(state.allowances, interface, zone)
 
@@ -596,7 +615,7 @@ def interface_digest(interface: str, usable: ZonePlan, allowed: tuple = ()) -> s
     allowances that reach it (an interface without any keeps the digest it always had)."""
     extra = ""
     if allowed:
-        from .allowances import digest_text
+        from .ruleset.allowances import digest_text
 
         extra = digest_text(allowed)
     return fingerprint(f"{interface}\n{usable.digest}{extra}")
@@ -606,7 +625,7 @@ def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, a
     """The kernel plan of `interface` in zone `usable`, with its allowances' rules."""
     if not allowed:
         return instantiate(usable, interface)
-    from .allowances import specs
+    from .ruleset.allowances import specs
 
     extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
     return instantiate(usable, interface, extra)
@@ -625,6 +644,15 @@ def describe(error: Exception) -> str:
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
     return " ".join(str(error).split()) or type(error).__name__
+
+
+def _change_reason(reason: str, old, zone: str) -> str:
+    """What the change record says happened."""
+    if old and old.zone == zone and old.status == "applied":
+        return f"{reason}; the zone's rules changed"
+    if old and old.status == "applying":
+        return f"{reason}; repairing an interrupted apply"
+    return reason
 
 
 def _ms(started: float) -> float:

@@ -30,7 +30,7 @@ state, and covers every flow in the table. IPv6 link-local sources (fe80::/10) h
 on every link: such a flow counts as the interface's when its destination is the
 interface's own address, or a multicast group on a link that has a link-local address.
 
-Where the zone's rules are read. The new zone's compiled plan (compiled.ZonePlan, the very
+Where the zone's rules are read. The new zone's compiled plan (cache.ZonePlan, the very
 rules committed) is evaluated for the flow's first packet: its nat PREROUTING rules (port
 forwarding) and the interface's input chain (to this host) or forward chain (routed through
 it). A match this module does not know is read the strict way: an ACCEPT rule with it does
@@ -43,7 +43,7 @@ it, and the zone's rules filter only what comes in.
 
 from __future__ import annotations
 
-from .layout import FAMILIES, FORWARD_OUT, IP_PROTOCOLS
+from .ruleset.layout import FAMILIES, FORWARD_OUT, IP_PROTOCOLS
 
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 SETTING = "end-forbidden-flows"

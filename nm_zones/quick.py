@@ -5,9 +5,9 @@ nothing. An interface's binding is remembered with the inputs that decided it: t
 UUID and name, the identity of its keyfile (size, mtime, inode), and the identity of every
 config file. When none of these changed, the interface still has its index, no other bound
 interface is gone, and the kernel still holds nm-zones' rules as nm-zones last committed them
-(the view of each table, read with one getsockopt, held.py, or for nftables one netlink
-dump of nm-zones' table), the rules are already right: the
-event ends here, having imported only what Python starts with and ctypes.
+(the view of each table, read with one getsockopt, backends/iptables/held.py, or for nftables
+one netlink dump of nm-zones' table), the rules are already right: the event ends
+here, having imported only what Python starts with and ctypes.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ commit: an interface is marked `applying` or `removing`, and only after its comm
 (or forgotten); a run killed in between leaves the mark, which the next run finishes.
 
 The state also keeps, per table, the view of nm-zones' rules the kernel held right after
-nm-zones' own last commit (held.py): a run that finds another view knows that something else
-changed them. A lock file serializes nm-zones processes.
+nm-zones' own last commit (backends/iptables/held.py): a run that finds another view knows that
+something else changed them. A lock file serializes nm-zones processes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .files import UntrustedFile, read_trusted, write_atomically
 from .locks import file_lock
 
 STATE_FILE = "state"
-STATE_VERSION = 5  # 5: runtime allowances (allow.py)
+STATE_VERSION = 5  # 5: runtime allowances (doors/allow.py)
 LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
@@ -110,7 +110,7 @@ class State:
         self.catchall_digest = catchall_digest
         self.kernel: dict[tuple[str, str], dict] = kernel if kernel is not None else {}
         self.lost = ""  # why the state file could not be read (never saved)
-        # runtime allowances (allow.py): (interface or "" for the whole zone, zone, what,
+        # runtime allowances (doors/allow.py): (interface or "" for the whole zone, zone, what,
         # deadline in epoch seconds or 0), as committed with the interfaces they reach
         self.allowances: list[tuple[str, str, str, int]] = allowances or []
 

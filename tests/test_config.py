@@ -12,9 +12,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nm_zones.config import ZONE_KEYS, load
-from nm_zones.install import package_paths
-from nm_zones.model import Problem
+from nm_zones.config.load import ZONE_KEYS, load
+from nm_zones.config.model import Problem
+from nm_zones.doors.install import package_paths
 from nm_zones.paths import Paths
 from tests.harness.lab import REPO, base_env
 
@@ -508,7 +508,7 @@ interface_names = st.text(
 def test_chain_names_fit_and_never_collide(first, second):
     from nm_zones.errors import UsageError
     from nm_zones.ifname import chain_name, check_interface
-    from nm_zones.layout import CHAIN_KINDS
+    from nm_zones.ruleset.layout import CHAIN_KINDS
 
     names = []
     for name in (first, second):
@@ -528,7 +528,7 @@ def test_chain_names_fit_and_never_collide(first, second):
 @settings(max_examples=200, deadline=None)
 @given(zone=st.from_regex(r"[A-Za-z0-9_-]{1,17}", fullmatch=True), interface=interface_names)
 def test_log_prefix_fits_iptables_and_keeps_the_interface(zone, interface):
-    from nm_zones.layout import LOG_PREFIX_MAX, log_prefix
+    from nm_zones.ruleset.layout import LOG_PREFIX_MAX, log_prefix
 
     prefix = log_prefix(zone, interface)
     assert len(prefix) <= LOG_PREFIX_MAX
@@ -540,8 +540,8 @@ def test_loading_the_config_does_not_import_inspect():
     (lazy.py) and a docstring on every model class, a command starts 10 ms sooner."""
     code = (
         "import sys\n"
-        "from nm_zones.config import load\n"
-        "from nm_zones.compile import compile_interface\n"
+        "from nm_zones.config.load import load\n"
+        "from nm_zones.ruleset.build import compile_interface\n"
         "from nm_zones.paths import Paths\n"
         "config = load(Paths(config='/nonexistent')).config\n"
         "compile_interface('eth0', config.zones['home'], config)\n"

@@ -174,7 +174,7 @@ PACKAGED = [
     "/usr/share/nm-zones/zones.d/home.yaml",
     "/usr/share/nm-zones/services.d/ssh.yaml",
     "/usr/share/nm-zones/connections-map.yaml",
-    "/usr/lib/python3/dist-packages/nm_zones/event.py",
+    "/usr/lib/python3/dist-packages/nm_zones/doors/event.py",
 ]
 SERVE_FILES = [
     "/lib/systemd/system/nm-zones-serve.service",
@@ -360,7 +360,8 @@ def test_apply_with_debians_python_iptables_and_yaml(lab):
     Debian 12, which imports distutils.sysconfig unconditionally) and python3-yaml."""
     link = lab.add_link()
     program = (
-        f"import sys; sys.path[:0] = [{REPO!r}, {DEBIAN_SITE!r}]; from nm_zones.cli import main;"
+        f"import sys; sys.path[:0] = [{REPO!r}, {DEBIAN_SITE!r}];"
+        " from nm_zones.doors.cli import main;"
         f" status = main(['apply', {link.name!r}, 'home']);"
         " import iptc, yaml; assert iptc.__file__.startswith(sys.path[1]), iptc.__file__;"
         " assert yaml.__file__.startswith(sys.path[1]), yaml.__file__; sys.exit(status)"

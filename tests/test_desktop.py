@@ -416,7 +416,8 @@ def test_the_core_never_imports_gtk():
     """Servers never need GTK: importing the command, the hook's path and the service
     imports no `gi`."""
     script = (
-        "import sys; import nm_zones.cli, nm_zones.event, nm_zones.engine, nm_zones.service;"
+        "import sys; import nm_zones.doors.cli, nm_zones.doors.event, nm_zones.engine,"
+        " nm_zones.doors.service;"
         " print(sorted(m for m in sys.modules if m == 'gi' or m.startswith('gi.')))"
     )
     python = desktop_python() or PYTHON  # one that has gi, where a stray import would work

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from nm_zones.cli import build_parser
+from nm_zones.doors.cli import build_parser
 from tests.harness.lab import REPO, base_env
 
 MAN_PAGE = os.path.join(REPO, "doc", "nm-zones.8")

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from nm_zones import denied
-from nm_zones.allow import parse_duration
+from nm_zones.config.zonefile import edit_list
+from nm_zones.doors import denied
+from nm_zones.doors.allow import parse_duration
 from nm_zones.errors import UsageError
 from nm_zones.state import STATE_FILE, Binding, State
-from nm_zones.zonefile import edit_list
 from tests.test_failclosed import keyfile_env
 from tests.test_failsafe import hook, write_zone
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from nm_zones.config import load
+from nm_zones.config.load import load
 from nm_zones.paths import Paths
 from tests.harness.lab import PYTHON
 from tests.test_failsafe import HOOK, chain, hook, planned, state, write_zone
@@ -413,7 +413,7 @@ def test_a_forged_quick_file_is_not_believed(lab, tmp_path):
     # someone who can write the quick file makes it describe the kernel as it is now
     forge = (
         "import marshal, os, sys\n"
-        "from nm_zones.held import read_view, view_digest\n"
+        "from nm_zones.backends.iptables.held import read_view, view_digest\n"
         "path = os.path.join(sys.argv[1], 'quick')\n"
         "bound, views = marshal.loads(open(path, 'rb').read())\n"
         "views = {k: view_digest(read_view(*k)) for k in views}\n"

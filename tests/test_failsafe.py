@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from nm_zones.compile import compile_interface
-from nm_zones.config import load
+from nm_zones.config.load import load
 from nm_zones.paths import Paths
+from nm_zones.ruleset.build import compile_interface
 from nm_zones.state import STATE_FILE
 from tests.harness.lab import PYTHON, REPO, wait_for
 
@@ -36,7 +36,7 @@ def chain(lab, interface: str, family: str = "ipv4") -> list[str]:
     """The interface's input chain as the kernel holds it (with nftables one chain serves
     both families)."""
     if lab.backend == "nftables":
-        from nm_zones.backends.nftables import parse_listing
+        from nm_zones.backends.nftables.backend import parse_listing
 
         listed = parse_listing(lab.nft_table())
         return listed[0].get(f"nmz-if-{interface}-in", []) if listed else []
@@ -51,8 +51,8 @@ def planned(
     config = config or SHIPPED
     ruleset = compile_interface(interface, config.zones[zone], config)
     if backend == "nftables":
-        from nm_zones.backends.nftables import Script, canonical
-        from nm_zones.compiled import KernelPlan
+        from nm_zones.backends.nftables.backend import Script, canonical
+        from nm_zones.ruleset.cache import KernelPlan
 
         plan = KernelPlan(interface, ruleset.kernel_tables())
         rules = Script(plan).chain_lines()[f"nmz-if-{interface}-in"]

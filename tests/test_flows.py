@@ -17,9 +17,9 @@ import time
 import pytest
 from pyroute2 import NetNS, netns
 
-from nm_zones.compiled import load as load_compiled
 from nm_zones.flows import Packet, accepts, tightens, translation
 from nm_zones.paths import Paths
+from nm_zones.ruleset.cache import load as load_compiled
 from tests.harness.lab import HARNESS, PYTHON, Link, configure_end
 
 SESSION = os.path.join(HARNESS, "session.py")
@@ -185,7 +185,7 @@ def test_end_forbidden_flows_false_keeps_open_sessions_as_firewalld_does(lab):
 def test_a_switch_that_does_not_tighten_imports_no_pyroute2(lab):
     """Ending flows costs pyroute2's import (hundreds of ms): only a switch that tightens
     pays it, even with open flows in the table. Run as installed (python -S)."""
-    from nm_zones.install import package_paths
+    from nm_zones.doors.install import package_paths
 
     link = lab.add_link()
     Server(lab, lab.zoned)

@@ -97,7 +97,7 @@ def forward_out_packets(lab, interface: str):
     """Packets counted by the uplink's rule in nmz-forward-out (IPv4); with nftables, whose
     map elements count nothing, the uplink's element and chain as the kernel lists them."""
     if lab.backend == "nftables":
-        from nm_zones.backends.nftables import parse_listing
+        from nm_zones.backends.nftables.backend import parse_listing
 
         chains, maps = parse_listing(lab.nft_table())
         return (maps["nmz-forward-out"][interface], chains[f"nmz-if-{interface}-fout"])

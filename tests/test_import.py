@@ -23,11 +23,12 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 DEBIAN_SITE = "/usr/lib/python3/dist-packages"
 LIBRARIES = ("xtables", "ip4tc", "ip6tc")
 
-# What a process gets from nm_zones.iptc_env: which python-iptables, whether the tuned import
-# did it (its find_library is nm-zones'), the libxtables it loaded, and a rule built and read.
+# What a process gets from nm_zones.backends.iptables.iptc_env: which python-iptables, whether the
+# tuned import did it (its find_library is nm-zones'), the libxtables it loaded, and a rule built
+# and read.
 IMPORT_REPORT = """
 import json, sys
-from nm_zones.iptc_env import import_iptc
+from nm_zones.backends.iptables.iptc_env import import_iptc
 iptc = import_iptc()
 util = sys.modules["iptc.util"]
 rule = iptc.Rule6()
@@ -36,7 +37,7 @@ match = rule.create_match("tcp")
 match.dport = "22"
 print(json.dumps({
     "version": iptc.version.__version__,
-    "tuned": util.find_library.__module__ == "nm_zones.iptc_env",
+    "tuned": util.find_library.__module__ == "nm_zones.backends.iptables.iptc_env",
     "libxtables": iptc.xtables._lib_xtables._name,
     "parsed": match.get_all_parameters(),
     "real_modules": [type(m) is type(sys) for m in (iptc.ip4tc.re, iptc.ip4tc.socket)],
@@ -63,7 +64,7 @@ def installed_scripts(python: str, folder: str) -> tuple[str, str]:
     (`#!python -S`, the package folders that interpreter finds written in)."""
     command, hook = os.path.join(folder, "nm-zones"), os.path.join(folder, "50-nm-zones")
     code = (
-        "import sys\nfrom nm_zones.install import command_text, hook_text, package_paths,"
+        "import sys\nfrom nm_zones.doors.install import command_text, hook_text, package_paths,"
         " stable_interpreter\npython, folders = stable_interpreter(), package_paths()\n"
         "open(sys.argv[1], 'w').write(command_text(python, folders))\n"
         "open(sys.argv[2], 'w').write(hook_text(python, folders))"
@@ -77,7 +78,7 @@ def installed_scripts(python: str, folder: str) -> tuple[str, str]:
 
 def package_folders(python: str) -> str:
     """PYTHONPATH for `python -S`: the worktree and the folders with iptc and yaml."""
-    code = "from nm_zones.install import package_paths; print(':'.join(package_paths()))"
+    code = "from nm_zones.doors.install import package_paths; print(':'.join(package_paths()))"
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO}
     return subprocess.run(
         [python, "-c", code], env=env, check=True, capture_output=True, text=True, cwd=REPO
@@ -133,7 +134,7 @@ FILTERED = ["accepted", "rejected", "accepted", "rejected"]  # ssh open, 8080 re
     ],
 )
 def test_only_versioned_library_names_are_chosen(names, expected):
-    from nm_zones.iptc_env import versioned_library
+    from nm_zones.backends.iptables.iptc_env import versioned_library
 
     assert versioned_library(names, "xtables") == expected
 
@@ -141,7 +142,7 @@ def test_only_versioned_library_names_are_chosen(names, expected):
 def test_lazy_re_stands_in_for_every_use():
     import re as real_re
 
-    from nm_zones.iptc_env import LazyRe
+    from nm_zones.backends.iptables.iptc_env import LazyRe
 
     lazy = LazyRe("re")
     pattern = lazy.compile(r"(\w+)=(\d+)", real_re.I)

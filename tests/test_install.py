@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from nm_zones.config import load
-from nm_zones.install import hook_text, stable_interpreter
+from nm_zones.config.load import load
+from nm_zones.doors.install import hook_text, stable_interpreter
 from nm_zones.paths import SHIPPED_DIR, Paths
 from tests.harness.lab import PYTHON, REPO, base_env
 from tests.harness.nm_sandbox import NMSandbox
@@ -239,7 +239,7 @@ def test_hook_fails_closed_when_its_python_or_package_is_gone(lab, tmp_path, gon
         shutil.rmtree(folder)
         named = f"package nm_zones is gone from {folder}"
     elif gone == "package broken":
-        with open(os.path.join(folder, "nm_zones", "event.py"), "w") as stream:
+        with open(os.path.join(folder, "nm_zones", "doors/event.py"), "w") as stream:
             stream.write("")
         named = f"cannot import nm-zones with {venv}/bin/python3 (cannot import name 'main'"
     else:  # the stable path now leads to another Python version

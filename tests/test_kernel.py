@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from nm_zones.config import load
+from nm_zones.config.load import load
 from nm_zones.paths import Paths
 from tests.harness.lab import HostNetfilterRefused, base_env
 
@@ -383,7 +383,11 @@ def test_suite_refuses_to_change_the_runner_namespace(lab):
     with pytest.raises(HostNetfilterRefused):
         lab.run(None, ["true"])
     result = subprocess.run(
-        [sys.executable, "-c", "from nm_zones.kernel import Netfilter; Netfilter()"],
+        [
+            sys.executable,
+            "-c",
+            "from nm_zones.backends.iptables.kernel import Netfilter; Netfilter()",
+        ],
         capture_output=True,
         text=True,
         env=base_env(),
@@ -419,7 +423,7 @@ def test_commands_that_change_the_kernel_need_root(lab):
 IMPORT_CHECK = """
 import sys
 {before}
-from nm_zones.iptc_env import import_iptc
+from nm_zones.backends.iptables.iptc_env import import_iptc
 
 iptc = import_iptc()
 left = {{"re", "subprocess", "shlex", "socket", "enum", "distutils"}} & set(sys.modules)
@@ -442,7 +446,7 @@ def test_iptc_import_stand_ins_are_gone_afterwards(before, expected):
     """While iptc imports, re/shlex/subprocess/socket are stand-ins; afterwards nothing of
     them is left in sys.modules, modules imported before are the ones iptc uses, and the
     lazy re still parses (as installed: python -S, no .pth files)."""
-    from nm_zones.install import package_paths
+    from nm_zones.doors.install import package_paths
 
     result = subprocess.run(
         [sys.executable, "-S", "-c", IMPORT_CHECK.format(before=before)],

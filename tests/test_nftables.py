@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from nm_zones.backends.nftables import parse_listing
+from nm_zones.backends.nftables.backend import parse_listing
 from tests.harness.lab import PYTHON
 from tests.test_plan import CUSTOM_ZONE, ZONES
 
@@ -158,10 +158,10 @@ def test_disable_removes_the_table_and_enable_puts_it_back(lab):
 
 ALLOWANCE = """
 import sys, time
-from nm_zones.backends.nftables import NftablesBackend
-from nm_zones.compile import compile_interface
-from nm_zones.compiled import KernelPlan
-from nm_zones.config import load
+from nm_zones.backends.nftables.backend import NftablesBackend
+from nm_zones.ruleset.build import compile_interface
+from nm_zones.ruleset.cache import KernelPlan
+from nm_zones.config.load import load
 from nm_zones.paths import Paths
 
 config = load(Paths(config="/nonexistent")).config

@@ -262,7 +262,7 @@ def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
     """Every event is a new process: once the config is compiled, switching a zone loads
     neither the YAML, the dataclass model, the compiler, json nor re (README, Performance).
     Run as installed: `python -S`, the package folders given, no .pth files."""
-    from nm_zones.install import package_paths
+    from nm_zones.doors.install import package_paths
 
     link = lab.add_link()
     keyfile = tmp_path / "lan.nmconnection"
@@ -292,12 +292,13 @@ def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
             kept.st_ino,
             kept.st_mtime_ns,
         )
-    assert {"yaml", "nm_zones.config"} <= imported["home", "up"]  # compiles, once
+    assert {"yaml", "nm_zones.config.load"} <= imported["home", "up"]  # compiles, once
     for switch in (("public", "reapply"), ("home", "reapply")):
         # python-iptables for iptables; nftables needs neither it nor a Python binding
         assert ("iptc" in imported[switch]) != nftables, imported[switch]
         heavy = {"yaml", "dataclasses", "json", "re", "enum", "subprocess", "pickle"}
-        heavy |= {"nm_zones.model", "nm_zones.config", "nm_zones.compile", "nm_zones.rules"}
+        heavy |= {"nm_zones.config.model", "nm_zones.config.load"}
+        heavy |= {"nm_zones.ruleset.build", "nm_zones.ruleset.rules"}
         assert not heavy & imported[switch], heavy & imported[switch]
 
 

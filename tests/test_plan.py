@@ -169,14 +169,14 @@ def test_plan_loads_with_restore_and_equals_what_apply_commits(lab, zone):
 
 @pytest.mark.parametrize("interface", ["eth0", "wlp3s0", "we@ird#n&me", "a-b.c_d"])
 def test_compiled_zone_instantiated_for_an_interface_is_its_plan(tmp_path, interface):
-    """What an event commits comes from compiled.py: every zone compiled once for a stand-in
+    """What an event commits comes from ruleset/cache.py: every zone compiled once for a stand-in
     name, then instantiated per interface (chain names, dispatch rules, log prefixes). It
     must be exactly the Ruleset `plan` shows, for every zone and for odd names too."""
-    from nm_zones.compile import compile_interface
-    from nm_zones.compiled import CompiledConfig, build, instantiate
-    from nm_zones.config import load
+    from nm_zones.config.load import load
     from nm_zones.paths import Paths
-    from nm_zones.rules import Ruleset
+    from nm_zones.ruleset.build import compile_interface
+    from nm_zones.ruleset.cache import CompiledConfig, build, instantiate
+    from nm_zones.ruleset.rules import Ruleset
 
     os.makedirs(tmp_path / "zones.d")
     (tmp_path / "zones.d" / "kitchen-sink.yaml").write_text(CUSTOM_ZONE)

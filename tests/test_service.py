@@ -147,7 +147,7 @@ with open("/run/nmz-pre-up-check", "a") as stream:
 
 
 def test_activation_filters_the_interface_before_its_addresses_exist(served):
-    from nm_zones.install import package_paths
+    from nm_zones.doors.install import package_paths
 
     nm = served
     script = PRE_UP_CHECK.format(python=PYTHON, paths=package_paths())

@@ -1,4 +1,4 @@
-"""Backends: how nm-zones' plans reach the kernel (base.py says what each offers).
+"""Backends: how nm-zones' plans reach the kernel (backends/base.py says what each offers).
 
 `iptables` (python-iptables on legacy x_tables) and `nftables` (libnftables, one table
 `inet nm-zones`). The settings key `backend` chooses; `auto` takes iptables where the kernel
@@ -20,10 +20,10 @@ def quick_token(key, view: dict):
     """What the quick path keeps of a view to check it on the next event: a digest of an
     iptables table's view; nftables' generation id, which answers at once, and a digest."""
     if key[0] == NFT_FAMILY:
-        from .nftables import view_digest as nft_digest
+        from .nftables.backend import view_digest as nft_digest
 
         return {"generation": view.get("generation"), "digest": nft_digest(view)}
-    from ..held import view_digest
+    from .iptables.held import view_digest
 
     return view_digest(view)
 
@@ -32,15 +32,15 @@ def unchanged(key, token) -> bool:
     """Whether the kernel still holds what quick_token recorded (the quick path's check: one
     getsockopt for an iptables table, one netlink message for nftables' generation id)."""
     if key[0] == NFT_FAMILY:
-        from .nfnetlink import read
-        from .nftables import TABLE
-        from .nftables import read_view as read_nft
-        from .nftables import view_digest as nft_digest
+        from .nftables.backend import TABLE
+        from .nftables.backend import read_view as read_nft
+        from .nftables.backend import view_digest as nft_digest
+        from .nftables.nfnetlink import read
 
         if token.get("generation") == read(TABLE, ())["generation"]:
             return True
         return nft_digest(read_nft(key)) == token["digest"]
-    from ..held import read_view, view_digest
+    from .iptables.held import read_view, view_digest
 
     return view_digest(read_view(*key)) == token
 
@@ -48,10 +48,10 @@ def unchanged(key, token) -> bool:
 def differs(key, recorded) -> bool:
     """Whether the view under `key` no longer is `recorded`, by the backend the key names."""
     if key[0] == NFT_FAMILY:
-        from .nftables import view_differs
+        from .nftables.backend import view_differs
 
         return view_differs(recorded)
-    from ..held import read_view
+    from .iptables.held import read_view
 
     return recorded is None or read_view(*key) != recorded
 
@@ -62,7 +62,7 @@ def choose(setting: str) -> list[str]:
         return ["nftables", "iptables"]
     if setting == "iptables":
         return ["iptables", "nftables"]
-    from .iptables import legacy_available
+    from .iptables.backend import legacy_available
 
     return ["iptables", "nftables"] if legacy_available() else ["nftables", "iptables"]
 
@@ -75,9 +75,9 @@ def open_backend(name: str, state_dir: str | None):
 
         raise KernelError(f"{name} is missing (NM_ZONES_FAULTS)")
     if name == "nftables":
-        from .nftables import NftablesBackend
+        from .nftables.backend import NftablesBackend
 
         return NftablesBackend(state_dir)
-    from .iptables import IptablesBackend
+    from .iptables.backend import IptablesBackend
 
     return IptablesBackend(state_dir)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gi.repository import Gio, GLib
 
-from ..busapi import BUS_NAME, NMZ_INTERFACE, NOT_AUTHORIZED, OBJECT_PATH
+from ..doors.busapi import BUS_NAME, NMZ_INTERFACE, NOT_AUTHORIZED, OBJECT_PATH
 
 DOMAIN = "nm-zones"
 _ = gettext.translation(DOMAIN, fallback=True).gettext

@@ -1,16 +1,17 @@
 """The Ruleset: the exact chains and rules for one interface, as plain immutable data.
 
 One Rule value renders two ways: to iptables-save text (for `plan`, golden tests and the
-status check) and, as a plain `spec`, to a kernel entry built by python-iptables (entries.py).
+status check) and, as a plain `spec`, to a kernel entry built by python-iptables
+(backends/iptables/entries.py).
 The text is the canonical form iptables-legacy-save prints, so what `plan` shows is what the
 kernel will report back.
 """
 
 from __future__ import annotations
 
-from .digest import fingerprint
+from ..digest import fingerprint
+from ..lazy import import_deferring
 from .layout import EGRESS_CHAINS, HOOKS, SECTION_IFACE, TABLE_ORDER, uses_goto
-from .lazy import import_deferring
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
 # class here has one (lazy.py)
@@ -56,7 +57,8 @@ class Rule:
 
     def spec(self) -> tuple:
         """The rule as plain tuples (marshal-able, hashable), without its interfaces: the
-        form kept in the compiled cache and turned into a kernel entry by entries.py."""
+        form kept in the compiled cache and turned into a kernel entry by
+        backends/iptables/entries.py."""
         matches = tuple((match.name, match.options) for match in self.matches)
         return (
             self.target,
@@ -146,8 +148,8 @@ class Ruleset:
         return "\n".join(lines) + "\n"
 
     def kernel_tables(self) -> dict:
-        """The ruleset as plain data for kernel.py: (family, table) -> (chains, dispatch),
-        chains as ((name, (spec, ...)), ...), dispatch rules as
+        """The ruleset as plain data for backends/iptables/kernel.py: (family, table) ->
+        (chains, dispatch), chains as ((name, (spec, ...)), ...), dispatch rules as
         (dispatch chain, section, "in" or "out", interface or None, target)."""
         result = {}
         for family, tables in self.tables.items():

@@ -20,8 +20,8 @@ import ctypes
 import marshal
 import os
 
-from .files import read_trusted, write_atomically
-from .layout import IP_PROTOCOLS, NAT_TARGETS
+from ...files import read_trusted, write_atomically
+from ...ruleset.layout import IP_PROTOCOLS, NAT_TARGETS
 
 ENTRIES_FILE = "entries"
 ENTRIES_VERSION = 1
@@ -40,9 +40,9 @@ def kernel_identity(iptc) -> tuple:
     except OSError:
         library_id = (library,)
     version = getattr(getattr(iptc, "version", None), "__version__", "")
-    from .compiled import code_identity
+    from ...ruleset.cache import code_identity
 
-    code = code_identity(("entries.py", "layout.py"))
+    code = code_identity(("backends/iptables/entries.py", "ruleset/layout.py"))
     return (ENTRIES_VERSION, system.release, system.version, version, library_id, code)
 
 
@@ -103,7 +103,7 @@ def _build_in_child(iptc, family: str, specs: list[tuple]) -> list[bytes]:
         data = stream.read()
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        from .errors import KernelError
+        from ...errors import KernelError
 
         raise KernelError(data.decode(errors="replace") or f"{family}: building NAT rules failed")
     return marshal.loads(data)

@@ -9,7 +9,7 @@ admin's rules, policies) is written back exactly as it was read, counters includ
 Order of commits: raw, nat, then filter when applying, so that the filter table, which decides,
 changes last; filter first when removing, so the catch-all takes over before NAT goes away.
 
-It works on plain plans (compiled.KernelPlan: chain names, rule specs, dispatch rules) and
+It works on plain plans (cache.KernelPlan: chain names, rule specs, dispatch rules) and
 commits each rule as the entry python-iptables built for it (entries.py), through
 python-iptables' Table: append_entry, insert_entry, delete_entry, commit.
 """
@@ -21,11 +21,10 @@ import errno
 import os
 import time
 
-from .errors import KernelError
-from .held import read_view
-from .ifname import chain_name
-from .iptc_env import import_iptc
-from .layout import (
+from ...errors import KernelError
+from ...ifname import chain_name
+from ...locks import file_lock
+from ...ruleset.layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
     DISPATCH,
@@ -36,7 +35,8 @@ from .layout import (
     TABLE_ORDER,
     uses_goto,
 )
-from .locks import file_lock
+from .held import read_view
+from .iptc_env import import_iptc
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
@@ -83,7 +83,7 @@ def owned_chains(interface: str | None) -> frozenset[str]:
 class Netfilter:
     """python-iptables, one table of one family at a time.
 
-    Plans (compiled.KernelPlan) hold rules as specs; `state_dir` is where their entries are
+    Plans (cache.KernelPlan) hold rules as specs; `state_dir` is where their entries are
     kept between runs (entries.py), None to build every entry afresh.
     """
 
@@ -130,23 +130,33 @@ class Netfilter:
         """Make the table hold `plan` for the `owned` chains; False when it already holds
         nothing of theirs and the plan is empty (no commit needed)."""
         chains, dispatch = plan
-        entries = self.entries
         catchall = owned == CATCHALL_OWNED
-        used = {rule[0] for rule in dispatch}
         present = [c for c in sorted(owned) if table.is_chain(c)]
         if not chains and not dispatch and not present and not catchall:
             return False  # dispatch rules only lead to owned chains, and there are none
+        self._hook_dispatch_chains(table, family, name, {rule[0] for rule in dispatch})
+        if catchall or not self._delete_dispatch_rules(table, family, name, present):
+            self._delete_by_scan(table, name, owned, catchall)
+        self._fill_chains(table, family, chains, present)
+        self._add_dispatch_rules(table, family, dispatch)
+        return True
+
+    def _hook_dispatch_chains(self, table, family: str, name: str, used: set[str]) -> None:
+        """Create the dispatch chains the plan uses (and the egress chains their ingress
+        chains jump to), each hooked into its built-in chain once."""
         for builtin, dispatch_chain in HOOKS[name]:
             if dispatch_chain in used:
                 if not table.is_chain(dispatch_chain):
                     table.create_chain(dispatch_chain)
                 if dispatch_chain not in self._targets(table, builtin):
-                    table.insert_entry(builtin, entries.dispatch(family, dispatch_chain), 0)
+                    table.insert_entry(builtin, self.entries.dispatch(family, dispatch_chain), 0)
                 egress = EGRESS_CHAINS.get(dispatch_chain)
                 if egress and not table.is_chain(egress):
                     table.create_chain(egress)  # the ingress chains jump to it
-        if catchall or not self._delete_dispatch_rules(table, family, name, present):
-            self._delete_by_scan(table, name, owned, catchall)
+
+    def _fill_chains(self, table, family: str, chains: tuple, present: list[str]) -> None:
+        """Empty the owned chains that exist, delete those the plan no longer has, and fill
+        the plan's chains with their rules."""
         wanted = {chain for chain, _ in chains}
         for chain in present:
             table.flush_entries(chain)
@@ -156,16 +166,18 @@ class Netfilter:
             if not table.is_chain(chain):
                 table.create_chain(chain)
             for spec in specs:
-                table.append_entry(chain, entries.buffer(family, spec))
+                table.append_entry(chain, self.entries.buffer(family, spec))
+
+    def _add_dispatch_rules(self, table, family: str, dispatch: tuple) -> None:
+        """Add the rules that lead from the dispatch chains to the plan's chains."""
         for dispatch_chain, section, direction, interface, target in dispatch:
             goto = uses_goto(dispatch_chain, target)
-            entry = entries.dispatch(family, target, direction, interface, goto)
+            entry = self.entries.dispatch(family, target, direction, interface, goto)
             position = self._position(table, dispatch_chain, section)
             if position is None:
                 table.append_entry(dispatch_chain, entry)
             else:
                 table.insert_entry(dispatch_chain, entry, position)
-        return True
 
     def _delete_dispatch_rules(self, table, family: str, name: str, present) -> bool:
         """Delete the dispatch rules of an interface's chains by their exact entries (libiptc
@@ -262,7 +274,7 @@ class Netfilter:
                 pass
 
     def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
-        """Put a compiled.KernelPlan in place; tables the interface used before but no
+        """Put a cache.KernelPlan in place; tables the interface used before but no
         longer needs are cleaned (all tables are checked when `previous_tables` is unknown)."""
         owned = owned_chains(plan.interface)
         for family in FAMILIES:

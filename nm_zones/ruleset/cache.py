@@ -18,10 +18,10 @@ from __future__ import annotations
 import marshal
 import os
 
-from .files import read_trusted
-from .ifname import chain_name
+from ..files import read_trusted
+from ..ifname import chain_name
+from ..paths import Paths, config_fingerprint
 from .layout import CHAIN_KINDS, log_prefix
-from .paths import Paths, config_fingerprint
 
 CACHE_FILE = "compiled"
 CACHE_VERSION = 4  # 2: forwarding names families; 3: and the settings; 4: services' rules
@@ -51,7 +51,7 @@ class ZonePlan:
 
 class KernelPlan:
     """The chains and dispatch rules of one interface (None: the catch-all), plain data for
-    kernel.py; see rules.Ruleset.kernel_tables for the shape of `tables`."""
+    backends/iptables/kernel.py; see rules.Ruleset.kernel_tables for the shape of `tables`."""
 
     __slots__ = ("forwarding", "interface", "tables")
 
@@ -61,7 +61,7 @@ class KernelPlan:
 
 def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> KernelPlan:
     """The zone's rules for `interface`: its chain names, and its name in log prefixes;
-    `allowed` (family -> rule specs: runtime allowances, allowances.py) go into its input
+    `allowed` (family -> rule specs: runtime allowances, ruleset/allowances.py) go into its input
     chain just before the zone's tail."""
     tables = {}
     for key, (chains, dispatch) in zone.tables.items():
@@ -87,8 +87,8 @@ def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> 
 
 def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[0]) -> tuple:
     """`extra` inserted before an input chain's tail: its verdict, and the LOG rule before
-    it when the zone logs what it refuses (compile._tail). `target` names a rule's target
-    (rules are specs here, rules.Rule values in compile.with_allowances)."""
+    it when the zone logs what it refuses (build._tail). `target` names a rule's target
+    (rules are specs here, rules.Rule values in build.with_allowances)."""
     tail = 2 if len(rules) >= 2 and target(rules[-2]) == "LOG" else 1
     return rules[:-tail] + tuple(extra) + rules[-tail:]
 
@@ -148,12 +148,19 @@ class CompiledConfig:
 
 
 # The modules whose code decides what is compiled: a changed nm-zones rebuilds the cache.
-COMPILER_MODULES = ("config.py", "compile.py", "compiled.py", "layout.py", "model.py", "rules.py")
+COMPILER_MODULES = (
+    "config/load.py",
+    "config/model.py",
+    "ruleset/build.py",
+    "ruleset/cache.py",
+    "ruleset/layout.py",
+    "ruleset/rules.py",
+)
 
 
 def code_identity(names: tuple[str, ...]) -> tuple:
-    """(name, size, mtime) of nm-zones' own modules, by their files next to this one."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    """(name, size, mtime) of nm-zones' own modules, by their paths in the package."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     identity = []
     for name in names:
         try:
@@ -179,12 +186,12 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
                 return CompiledConfig(data)
         except Exception:  # absent, damaged or untrusted: only a cache, rebuilt
             pass
-    from .config import load as load_files
+    from ..config.load import load as load_files
 
     data = build(load_files(paths), paths)
     data["key"] = key
     if os.path.isdir(paths.state):  # made by the first run that takes the lock
-        from .files import write_atomically
+        from ..files import write_atomically
 
         try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
             write_atomically(cache_path, marshal.dumps(data), 0o600)
@@ -195,7 +202,7 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
 
 def build(loaded, paths: Paths) -> dict:
     """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
-    from .compile import compile_catchall, compile_interface, service_specs
+    from .build import compile_catchall, compile_interface, service_specs
 
     config = loaded.config
     shipped = []  # loaded when a broken zone needs a stand-in
@@ -208,7 +215,7 @@ def build(loaded, paths: Paths) -> dict:
         if problems is None:
             return None
         if not shipped:
-            from .config import load as load_files
+            from ..config.load import load as load_files
 
             shipped.append(load_files(paths, shipped_only=True).config)
         stand_in = shipped[0]

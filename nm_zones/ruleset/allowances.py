@@ -1,5 +1,5 @@
 """Runtime allowances: a port or service opened on an interface, or on every interface of a
-zone, until a deadline or until reload, `down` or revoke (`nm-zones allow`, allow.py).
+zone, until a deadline or until reload, `down` or revoke (`nm-zones allow`, doors/allow.py).
 
 An allowance is one more ACCEPT rule (per port of a service) in the interface's input chain,
 just before the zone's tail (its LOG rule and its verdict), in both families, committed in
@@ -56,7 +56,7 @@ def port_spec(what: str) -> tuple:
 
 def specs(allowed, services: dict, family: str) -> tuple:
     """The rule specs of `allowed` ((what, deadline), ...) in one family; `services` maps a
-    service name to its specs per family (compiled.CompiledConfig.services). A service the
+    service name to its specs per family (cache.CompiledConfig.services). A service the
     config no longer has opens nothing."""
     result = []
     for what, deadline in allowed:

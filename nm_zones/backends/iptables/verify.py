@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import subprocess
 
-from .layout import HOOKS
-from .rules import Ruleset
+from ...ruleset.layout import HOOKS
+from ...ruleset.rules import Ruleset
 
 SAVE_COMMANDS = {"ipv4": "iptables-legacy-save", "ipv6": "ip6tables-legacy-save"}
 

@@ -1,9 +1,10 @@
 """The iptables backend: python-iptables on legacy x_tables (kernel.py, entries.py, held.py,
-iptc_env.py), behind the Backend interface (base.py). One view key per (family, table)."""
+iptc_env.py next to this file), behind the Backend interface (backends/base.py). One view key
+per (family, table)."""
 
 from __future__ import annotations
 
-from ..layout import FAMILIES, TABLE_ORDER
+from ...ruleset.layout import FAMILIES, TABLE_ORDER
 
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
@@ -12,7 +13,7 @@ class IptablesBackend:
     name = "iptables"
 
     def __init__(self, state_dir: str | None = None):
-        from ..kernel import Netfilter
+        from .kernel import Netfilter
 
         self.netfilter = Netfilter(state_dir)
         self.views = self.netfilter.views
@@ -21,7 +22,7 @@ class IptablesBackend:
         return set(ALL_KEYS if tables is None else tables)
 
     def read_view(self, key) -> dict:
-        from ..held import read_view
+        from .held import read_view
 
         return read_view(*key)
 
@@ -50,8 +51,8 @@ class IptablesBackend:
         self.netfilter.remove_everything()
 
     def holds(self, plan) -> bool | None:
-        from ..rules import Ruleset
-        from ..verify import kernel_holds
+        from ...ruleset.rules import Ruleset
+        from .verify import kernel_holds
 
         return kernel_holds(Ruleset.from_kernel_tables(plan.interface, "", plan.tables))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from .digest import fingerprint, sha256
+from ...digest import fingerprint, sha256
 
 # getsockopt numbers from <linux/netfilter_ipv4/ip_tables.h> (the same for IPv6)
 SO_GET_INFO, SO_GET_ENTRIES = 64, 65

@@ -24,8 +24,8 @@ import hashlib
 import os
 import sys
 
-from .paths import SHIPPED_DIR, Paths
-from .state import write_atomically
+from ..paths import SHIPPED_DIR, Paths
+from ..state import write_atomically
 
 HOOK_NAME = "50-nm-zones"
 HOOKS_DIR = "etc/NetworkManager/dispatcher.d"
@@ -121,10 +121,11 @@ def untrusted_paths(folders: list[str], interpreter: str) -> list[str]:
             package = os.path.join(folder, module)
             if os.path.isdir(package):
                 checks[package] = False
-    nm_zones = os.path.dirname(os.path.abspath(__file__))
-    for name in sorted(os.listdir(nm_zones)):
-        if name.endswith(".py"):
-            checks[os.path.join(nm_zones, name)] = False
+    nm_zones = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder, _, names in sorted(os.walk(nm_zones)):
+        for name in sorted(names):
+            if name.endswith(".py"):
+                checks[os.path.join(folder, name)] = False
     checks[interpreter] = False
     checks[os.path.realpath(interpreter)] = False
     for path in list(checks):
@@ -185,7 +186,7 @@ if sys.version_info[:2] != INSTALLED_FOR:
     now = "%d.%d" % sys.version_info[:2]
     fail("%s is Python %s now, nm-zones was installed for %d.%d" % ((PYTHON, now) + INSTALLED_FOR))
 try:
-    from nm_zones.event import main
+    from nm_zones.doors.event import main
 except ImportError as error:
     fail("cannot import nm-zones with %s (%s)" % (PYTHON, error))
 main()
@@ -223,7 +224,8 @@ fail() {{
     exit 1
 }}
 [ -x "$python" ] || fail "hook: interpreter $python is gone: {GONE}"
-[ -f "$package/nm_zones/event.py" ] || fail "hook: package nm_zones is gone from $package: {GONE}"
+[ -f "$package/nm_zones/doors/event.py" ] \\
+    || fail "hook: package nm_zones is gone from $package: {GONE}"
 exec "$python" -S -c {shlex.quote(launch)} "$@"
 """
 
@@ -235,7 +237,7 @@ def command_text(python: str, folders: list[str]) -> str:
         "# scan, so no .pth file slows it down or changes it.\n"
         "import sys\n\n"
         f"sys.path[:0] = {folders!r}\n\n"
-        "from nm_zones.cli import main  # noqa: E402\n\n"
+        "from nm_zones.doors.cli import main  # noqa: E402\n\n"
         "sys.exit(main())\n"
     )
 
@@ -354,7 +356,7 @@ def remove_rules(outcome: Outcome) -> None:
     """Every nm-zones rule out of the kernel (hooks, catch-all, every interface, IPv4 and
     IPv6), under the state lock and with the disabled flag set, so that no event puts any
     back while the files go; the flag and the state go afterwards (uninstall_files)."""
-    from .engine import Engine
+    from ..engine import Engine
     from .nm import disable
 
     engine = Engine(Paths.from_environment())

@@ -116,7 +116,7 @@ class Reader:
         """chain -> a fingerprint of its rules as the kernel hands them out (handles
         included), for every chain of the table, or only for `chains` (those absent left
         out): the kernel filters the dump by table and chain."""
-        from ..digest import sha256
+        from ...digest import sha256
 
         wanted = table.encode() + b"\0"
         name = _attribute(ATTR_TABLE, wanted)
@@ -152,7 +152,7 @@ class Reader:
 
     def elements_digest(self, table: str, maps) -> str:
         """A fingerprint of the elements of `maps` (a missing map counts as such)."""
-        from ..digest import sha256
+        from ...digest import sha256
 
         name = _attribute(ATTR_TABLE, table.encode() + b"\0")
         digest = sha256()

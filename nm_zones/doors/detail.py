@@ -22,7 +22,7 @@ TARGETS = {
 
 def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
     """What is open, one entry per service, port, protocol and runtime allowance."""
-    from .allowances import FOREVER
+    from ..ruleset.allowances import FOREVER
 
     entries = []
     if zone_view:
@@ -57,7 +57,7 @@ def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
 
 
 def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, str]]:
-    from .allowances import effective
+    from ..ruleset.allowances import effective
 
     mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
     return [
@@ -67,6 +67,9 @@ def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int
 
 
 def show_interface(args) -> int:
+    from ..errors import UsageError
+    from ..ifname import check_interface, interface_index, matches_exempt
+    from ..state import StateDir
     from .cli import (
         EXIT_DISABLED,
         EXIT_FAILURE,
@@ -79,9 +82,6 @@ def show_interface(args) -> int:
         status_problems,
         status_row,
     )
-    from .errors import UsageError
-    from .ifname import check_interface, interface_index, matches_exempt
-    from .state import StateDir
 
     name = args.interface
     check_interface(name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..paths import Paths, yaml_files
 from .model import (
     CONNTRACK_HELPERS,
     ICMP_NAMES,
@@ -26,7 +27,6 @@ from .model import (
     Settings,
     Zone,
 )
-from .paths import Paths, yaml_files
 from .yamlsource import LocList, LocMap, read_yaml
 
 ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")

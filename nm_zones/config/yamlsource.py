@@ -11,7 +11,7 @@ import os
 
 import yaml
 
-from .files import UntrustedFile, open_regular, read_all
+from ..files import UntrustedFile, open_regular, read_all
 from .model import Problem
 
 MAX_FILE_BYTES = 1024 * 1024

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import re
 
-from .paths import Paths
-from .state import write_atomically
+from ..paths import Paths
+from ..state import write_atomically
 
 
 def set_map_zone(paths: Paths, key: str, zone: str) -> str:
     """Set `key: zone` in /etc/nm-zones/connections-map.yaml (made first, all commented out
     as `nm-zones install` writes it, if the admin has none: the other keys keep following
     the shipped map). Returns the file's path."""
-    from .install import commented_map
+    from ..doors.install import commented_map
 
     path = os.path.join(paths.config, "connections-map.yaml")
     if not os.path.exists(path):

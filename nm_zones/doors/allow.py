@@ -1,8 +1,8 @@
 """`nm-zones allow` and `nm-zones revoke`: open a port or a service now, for a while, or for
 good, on one interface or on every interface of a zone.
 
-A runtime change (allowances.py) lives in the state and in the kernel, committed with the
-interface's chains; `--permanent` edits the admin's zone file (zonefile.py) and re-applies
+A runtime change (ruleset/allowances.py) lives in the state and in the kernel, committed with the
+interface's chains; `--permanent` edits the admin's zone file (config/zonefile.py) and re-applies
 like `reload`. Every change runs under the state lock after engine.prepare (cli._run_changes).
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import time
 
-from .allowances import FOREVER, effective, expired
-from .engine import IN_KERNEL, Engine
-from .errors import UsageError, unknown_zone
-from .log import to_syslog
-from .state import State
+from ..engine import IN_KERNEL, Engine
+from ..errors import UsageError, unknown_zone
+from ..log import to_syslog
+from ..ruleset.allowances import FOREVER, effective, expired
+from ..state import State
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SECONDS = 366 * 86400
@@ -36,7 +36,7 @@ def parse_duration(text: str) -> int:
 def check_what(text: str, loaded) -> str:
     """WHAT in its canonical form (`8080/tcp`, `60000-61000/udp`, or a service name),
     validated with the zone files' own messages."""
-    from .config import SERVICE_NAME, _FileChecker, _hint
+    from ..config.load import SERVICE_NAME, _FileChecker, _hint
 
     item = text.strip()
     if "/" in item or item[:1].isdigit():
@@ -232,7 +232,7 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
 
 def _permanent(engine: Engine, request: Request, state: State) -> None:
     """Edit the admin's zone file, then re-apply as `reload` does."""
-    from .zonefile import edit_zone_file
+    from ..config.zonefile import edit_zone_file
 
     if request.zone not in engine.known_zones():
         raise unknown_zone(request.zone)

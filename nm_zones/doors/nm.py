@@ -7,11 +7,11 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from .engine import REASON_NM, Engine, recorded_connection
-from .errors import UsageError
-from .ifname import interface_index, matches_exempt
-from .resolve import Connection, read_connection
-from .state import State, write_atomically
+from ..engine import REASON_NM, Engine, recorded_connection
+from ..errors import UsageError
+from ..ifname import interface_index, matches_exempt
+from ..resolve import Connection, read_connection
+from ..state import State, write_atomically
 
 NMCLI_TIMEOUT = 20
 

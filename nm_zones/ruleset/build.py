@@ -9,13 +9,14 @@ Layout, per family (see DESIGN.md):
   raw     PREROUTING -j nmz-raw   nmz-raw     -i IF -j nmz-if-IF-raw    (conntrack helpers)
 Forwarded traffic is judged by the zone of the interface it came in on; only a zone with
 target default asks nmz-forward-out, where an egress zone's masquerade accepts new flows,
-before its own tail refuses the rest (see layout.py).
+before its own tail refuses the rest (see ruleset/layout.py).
 Tables a zone does not need get no chains for the interface.
 """
 
 from __future__ import annotations
 
-from .ifname import chain_name
+from ..config.model import ICMP_TYPES, Config, PortRange, Service, Zone
+from ..ifname import chain_name
 from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
@@ -25,7 +26,6 @@ from .layout import (
     log_prefix,
     uses_goto,
 )
-from .model import ICMP_TYPES, Config, PortRange, Service, Zone
 from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
 
 ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}
@@ -263,8 +263,8 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
 
 def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
     """The ruleset with runtime allowances' rules (family -> specs, allowances.specs) in its
-    input chain, where compiled.instantiate puts them: before the zone's tail."""
-    from .compiled import before_tail
+    input chain, where cache.instantiate puts them: before the zone's tail."""
+    from .cache import before_tail
 
     chain = chain_name(ruleset.interface, "in")
     tables = {}

@@ -1,6 +1,6 @@
 """`nm-zones serve`: NetworkManager's front door. A resident process on the system bus that
 owns firewalld's name, `org.fedoraproject.FirewallD1`, and answers the calls NetworkManager
-and the connection editors make (busapi.py has the names and signatures).
+and the connection editors make (doors/busapi.py has the names and signatures).
 
 NetworkManager calls `changeZoneOfInterface(zone, interface)` in activation stage 3, before
 any address is configured, and waits for the reply; it calls it again when `connection.zone`
@@ -25,6 +25,10 @@ import os
 import signal
 import sys
 
+from ..engine import Engine
+from ..errors import ConfigError, KernelError, UsageError
+from ..log import to_syslog
+from ..paths import Paths, config_fingerprint
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -39,10 +43,6 @@ from .busapi import (
     FirewallError,
     child_introspection,
 )
-from .engine import Engine
-from .errors import ConfigError, KernelError, UsageError
-from .log import to_syslog
-from .paths import Paths, config_fingerprint
 
 NM_BUS = "org.freedesktop.NetworkManager"
 NM_PATH = "/org/freedesktop/NetworkManager"
@@ -368,8 +368,8 @@ class ZoneService:
     async def nm_profile(self, interface: str):
         """(Connection, the dispatcher variables NM would pass for it) of the profile active
         on `interface`; (Connection(found=False), {}) when NetworkManager knows none."""
-        from .ifname import interface_index
-        from .resolve import Connection
+        from ..ifname import interface_index
+        from ..resolve import Connection
 
         try:
             device = await self.nm_device(interface, interface_index(interface))
@@ -473,9 +473,9 @@ class ZoneService:
         engine = self.engine()
 
         def work(state):
-            from .ifname import interface_index
-            from .quick import inputs_key
-            from .resolve import decide_zone
+            from ..ifname import interface_index
+            from ..quick import inputs_key
+            from ..resolve import decide_zone
 
             known = engine.known_zones()
             decision = decide_zone(connection, engine.compiled, known)
@@ -546,7 +546,7 @@ class ZoneService:
         except KernelError as error:
             raise FirewallError("COMMAND_FAILED", str(error)) from None
         except OSError as error:  # a full disk, a file that cannot be believed
-            from .engine import describe
+            from ..engine import describe
 
             raise FirewallError("COMMAND_FAILED", describe(error)) from None
         finally:
@@ -597,7 +597,7 @@ class ZoneService:
         return (await self._set_map_zone(key, zone),)
 
     async def _set_map_zone(self, key: str, zone: str) -> list[str]:
-        from .mapfile import set_map_zone
+        from ..config.mapfile import set_map_zone
 
         if key not in MAP_KEYS:
             raise FirewallError("INVALID_VALUE", f"{key!r}: one of {', '.join(MAP_KEYS)}")
@@ -669,7 +669,7 @@ class ZoneService:
 
     async def get_descriptions(self) -> tuple:
         """Every zone with its one-line description."""
-        from .config import load
+        from ..config.load import load
 
         key = config_fingerprint(self.paths)
         if self._descriptions[0] != key:  # read the zone files again only when one changed
@@ -702,7 +702,7 @@ class UnknownCall(Exception):
 
 
 def _check_name(interface: str) -> None:
-    from .ifname import check_interface
+    from ..ifname import check_interface
 
     try:
         check_interface(interface)
@@ -712,7 +712,7 @@ def _check_name(interface: str) -> None:
 
 def _connection_from_settings(settings: dict):
     """resolve.Connection from NetworkManager's GetSettings (a{sa{sv}})."""
-    from .resolve import Connection
+    from ..resolve import Connection
 
     def value(group: str, key: str) -> str:
         found = settings.get(group, {}).get(key)

@@ -27,7 +27,7 @@ named, and nothing of theirs is read: the view is `list table inet nm-zones`.
 
 from __future__ import annotations
 
-from ..layout import (
+from ...ruleset.layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
     DISPATCH,
@@ -349,7 +349,7 @@ def interface_script(plan, replace: bool = True) -> list[str]:
             lines.append(f"add rule {t} {base} {vmap_rule(dispatch_of(base))}")
             lines += [f"add rule {t} {base} {rule}" for rule in rules]
     else:
-        from ..ifname import chain_name
+        from ...ifname import chain_name
 
         owned = [chain_name(plan.interface, kind) for kind in CHAIN_KINDS]
     for dispatch_chain, elements in script.elements.items():
@@ -392,7 +392,7 @@ class NftablesBackend:
     def __init__(self, state_dir: str | None = None):
         import os
 
-        from ..kernel import Faults, check_netns_allowed
+        from ..iptables.kernel import Faults, check_netns_allowed
 
         check_netns_allowed()
         self.nft = Nft()
@@ -420,7 +420,7 @@ class NftablesBackend:
         return view_differs(recorded)
 
     def apply(self, plan, previous_tables=None) -> None:
-        from ..ifname import chain_name
+        from ...ifname import chain_name
 
         owned = frozenset(
             CATCHALL_CHAINS.values()
@@ -431,12 +431,12 @@ class NftablesBackend:
         touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
         self._change(interface_script(plan), touched)
         if plan.forwarding:
-            from ..kernel import enable_forwarding
+            from ..iptables.kernel import enable_forwarding
 
             enable_forwarding(plan.forwarding)
 
     def remove(self, interface: str | None, previous_tables=None) -> None:
-        from ..ifname import chain_name
+        from ...ifname import chain_name
 
         if interface is None:
             return self.remove_chains(frozenset(CATCHALL_CHAINS.values()))
@@ -530,7 +530,7 @@ class NftablesBackend:
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
-            from ..kernel import CommitRefused
+            from ..iptables.kernel import CommitRefused
 
             raise CommitRefused(f"nftables: {error}") from None
         self.faults.after_commit()
@@ -560,7 +560,7 @@ OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
 def read_view(key=KEY, chains=None, base: dict | None = None) -> dict:
     """The view of nm-zones' table ({} when absent): a fingerprint of each chain's rules and
     one of the maps' elements, and the ruleset's generation id when it was read
-    (nfnetlink.py); with `base`, only `chains` are read again."""
+    (backends/nftables/nfnetlink.py); with `base`, only `chains` are read again."""
     from .nfnetlink import read
 
     return read(TABLE, HOOK_CHAINS, chains, base)
@@ -568,7 +568,7 @@ def read_view(key=KEY, chains=None, base: dict | None = None) -> dict:
 
 def view_digest(view: dict) -> str:
     """One fingerprint of a view's chains and elements (its generation id left out)."""
-    from ..digest import fingerprint
+    from ...digest import fingerprint
 
     return fingerprint(repr((sorted(view.get("chains", {}).items()), view.get("elements"))))
 

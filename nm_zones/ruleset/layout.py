@@ -1,6 +1,6 @@
 """Where nm-zones' rules live in the kernel: plain constants, shared by the compiler (which
 decides the rules) and the kernel module (which commits them) without either importing the
-other. See DESIGN.md and compile.py for the picture.
+other. See DESIGN.md and ruleset/build.py for the picture.
 """
 
 from __future__ import annotations

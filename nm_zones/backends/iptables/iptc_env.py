@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .lazy import LazyModule, StandIns
+from ...lazy import LazyModule, StandIns
 
 _LIBRARIES = ("ip4tc", "ip6tc", "xtables")
 _ENVIRONMENT = ("XTABLES_LIBDIR", "SETUPTOOLS_USE_DISTUTILS")
@@ -302,7 +302,7 @@ def import_iptc():
     try:
         import iptc
     except Exception as error:  # whatever it is: one clear line
-        from .errors import KernelError
+        from ...errors import KernelError
 
         _forget_iptc()
         reason = " ".join(str(error).split()) or "no reason given"

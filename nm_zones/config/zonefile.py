@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import tempfile
 
-from .errors import ConfigError, UsageError
-from .files import write_atomically
-from .paths import Paths
+from ..errors import ConfigError, UsageError
+from ..files import write_atomically
+from ..paths import Paths
 
 
 def edit_zone_file(paths: Paths, zone: str, key: str, item: str, add: bool) -> str | None:
@@ -45,7 +45,7 @@ def edit_zone_file(paths: Paths, zone: str, key: str, item: str, add: bool) -> s
 
 def _validate(paths: Paths, zone: str, text: str, admin: str, key: str, item: str, add: bool):
     """The edited text must load without a problem and hold the change (or lack it)."""
-    from .config import load, load_zone
+    from .load import load, load_zone
 
     loaded = load(paths)
     with tempfile.TemporaryDirectory(prefix="nm-zones-") as folder:

@@ -6,8 +6,8 @@ touching the kernel.
 
 from __future__ import annotations
 
-from .layout import FAMILIES, IP_PROTOCOLS
-from .lazy import import_deferring
+from ..lazy import import_deferring
+from ..ruleset.layout import FAMILIES, IP_PROTOCOLS
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
 # class here has one (lazy.py)

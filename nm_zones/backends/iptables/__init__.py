@@ -1,0 +1,1 @@
+"""The legacy x_tables backend, through python-iptables."""

@@ -1,0 +1,1 @@
+"""The nftables backend, through libnftables in-process."""

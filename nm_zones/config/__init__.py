@@ -1,0 +1,1 @@
+"""Stage 1: read and validate the YAML configuration into the model."""

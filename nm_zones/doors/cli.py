@@ -1,0 +1,1007 @@
+"""`nm-zones`: the command line door into the same pipeline the dispatcher hook uses."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+from ..errors import ConfigError, KernelError, UsageError, unknown_zone
+from ..paths import Paths
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DISABLED = 0, 1, 2, 3
+DISABLED = "nm-zones is disabled (nm-zones enable)"
+
+DESCRIPTION = """\
+Network zones for NetworkManager: every network gets a trust level (a zone), and the moment
+NetworkManager connects it, its interface gets exactly that zone's firewall rules (IPv4 and
+IPv6, through iptables' legacy tables). Only that interface's rules change.
+
+Zones: trusted, home, internal, work, dmz, public, external, block, drop (see: nm-zones zones).
+Config: shipped defaults, overridden file by file from /etc/nm-zones/ (zones.d/NAME.yaml,
+services.d/NAME.yaml, connections-map.yaml). NM_ZONES_CONFIG_DIR and NM_ZONES_STATE_DIR
+move /etc/nm-zones and /run/nm-zones.
+"""
+
+EPILOG = """\
+examples:
+  nm-zones zones                          the zones and what they allow
+  nm-zones assign "Cafe Wi-Fi" public     this network is public, from now on
+  nm-zones default-zone --wireless public unknown Wi-Fi networks get public
+  nm-zones plan eth0 home                 the exact rules apply would commit
+  nm-zones status                         what is applied where, and why
+  nm-zones status eth0                    everything open on eth0
+  nm-zones allow 8000/tcp --for 2h        open a port for a while (one interface bound)
+  nm-zones log --follow                   packets the zones refused and logged
+
+exit status: 0 success, 1 failure (not root, degraded, kernel error), 2 bad usage or config;
+  status: 0 the kernel holds everything nm-zones should enforce, 1 anything differs, is
+  degraded, applying, removing or missing, 3 nm-zones is disabled
+"""
+
+
+ALLOW_DETAILS = """\
+Without --permanent the change is at runtime: it goes into the kernel at once, IPv4 and IPv6,
+for one interface (--interface) or for every interface bound to a zone (--zone), including
+interfaces bound to it later. It lasts until `nm-zones reload`, until the interface goes
+down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for: the
+kernel itself stops accepting at that moment (the `time` match), with no process running.
+Without --zone and --interface it applies to the one bound interface, when only one is.
+
+With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
+/etc/nm-zones/zones.d/ZONE.yaml (made from the shipped file when absent; comments and order
+are kept), the file is checked like any zone file, and the zone's interfaces are re-applied.
+A runtime allowance of a service opens its ports, not its conntrack helpers."""
+
+
+def _paths() -> Paths:
+    return Paths.from_environment()
+
+
+def _need_root(command: str) -> None:
+    if os.geteuid() != 0:
+        raise PermissionError(f"{command} changes the firewall: run it as root")
+
+
+def _engine():
+    from ..engine import Engine
+
+    return Engine(_paths())
+
+
+def _loaded(strict: bool = False):
+    from ..config.load import load
+
+    result = load(_paths())
+    if strict and result.problems:
+        raise ConfigError(result.problems)
+    return result
+
+
+def _print_json(value) -> None:
+    import json
+
+    json.dump(value, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+# -- read-only commands ------------------------------------------------------------------
+
+
+def cmd_zones(args) -> int:
+    loaded = _loaded()
+    config = loaded.config
+    default = config.connections_map.default_zone
+    names = sorted(set(config.zones) | set(loaded.broken_zones))
+    if args.json:
+        _print_json(
+            [
+                {
+                    "name": name,
+                    "description": config.zones[name].description if name in config.zones else "",
+                    "target": config.zones[name].target if name in config.zones else None,
+                    "default": name == default,
+                    "broken": name in loaded.broken_zones,
+                }
+                for name in names
+            ]
+        )
+        return EXIT_OK
+    for name in names:
+        mark = "*" if name == default else " "
+        if name in loaded.broken_zones:
+            print(f"{mark} {name:<17} BROKEN: {loaded.broken_zones[name][0]}")
+        else:
+            print(f"{mark} {name:<17} {config.zones[name].description}")
+    return EXIT_OK
+
+
+def _loaded_zone(name: str):
+    """(zone, config) for a zone that can be shown; its problems or a usage error if not."""
+    loaded = _loaded()
+    if name in loaded.broken_zones:
+        raise ConfigError(loaded.broken_zones[name])
+    if name not in loaded.config.zones:
+        raise unknown_zone(name)
+    return loaded.config.zones[name], loaded.config
+
+
+def _service_view(service) -> dict:
+    return {
+        "description": service.description,
+        "ports": [str(p) for p in service.ports],
+        "source-ports": [str(p) for p in service.source_ports],
+        "protocols": list(service.protocols),
+        "destination": dict(service.destination),
+        "helpers": list(service.helpers),
+    }
+
+
+def _service_openings(view: dict) -> str:
+    """`22/tcp from 1900/udp gre`: what a service opens, on one line."""
+    return " ".join(view["ports"] + [f"from {p}" for p in view["source-ports"]] + view["protocols"])
+
+
+def _zone_view(zone, config) -> dict:
+    services = {name: _service_view(config.services[name]) for name in zone.services}
+    return {
+        "name": zone.name,
+        "description": zone.description,
+        "target": zone.target,
+        "services": services,
+        "ports": [str(p) for p in zone.ports],
+        "protocols": list(zone.protocols),
+        "icmp-blocks": list(zone.icmp_blocks),
+        "masquerade": zone.masquerade,
+        "forward-ports": [
+            {"port": str(f.port), "to-port": f.to_port, "to-addr": f.to_addr}
+            for f in zone.forward_ports
+        ],
+        "log-denied": zone.log_denied,
+        "file": zone.source,
+    }
+
+
+def cmd_show(args) -> int:
+    view = _zone_view(*_loaded_zone(args.zone))
+    if args.json:
+        _print_json(view)
+        return EXIT_OK
+    print(f"{view['name']}: {view['description']}")
+    print(f"  file:         {view['file']}")
+    print(f"  target:       {view['target']}")
+    for name, service in view["services"].items():
+        where = ", ".join(f"{k} {v}" for k, v in sorted(service["destination"].items()))
+        print(
+            f"  service:      {name:<16} {_service_openings(service)}"
+            + (f"  (to {where})" if where else "")
+        )
+    for key in ("ports", "protocols", "icmp-blocks"):
+        if view[key]:
+            print(f"  {key + ':':<13} {' '.join(view[key])}")
+    if view["masquerade"]:
+        print("  masquerade:   yes (IPv4)")
+    for forward in view["forward-ports"]:
+        to = f"{forward['to-addr'] or ''}{':' if forward['to-port'] else ''}"
+        to += str(forward["to-port"] or "")
+        print(f"  forward-port: {forward['port']} -> {to}")
+    if view["log-denied"]:
+        print("  log-denied:   yes")
+    return EXIT_OK
+
+
+def cmd_services(args) -> int:
+    services = _loaded().config.services
+    if args.json:
+        _print_json({name: _service_view(s) for name, s in sorted(services.items())})
+        return EXIT_OK
+    for name, service in sorted(services.items()):
+        print(f"{name:<26} {_service_openings(_service_view(service)):<28} {service.description}")
+    return EXIT_OK
+
+
+def _warn_stray_files(paths: Paths) -> None:
+    from ..paths import stray_yml_files
+
+    for path in stray_yml_files(paths):
+        print(f"nm-zones: {path}: ignored: only files named NAME.yaml are read", file=sys.stderr)
+
+
+def cmd_check(args) -> int:
+    from ..config.load import load
+
+    _warn_stray_files(_paths())
+    result = load(_paths())
+    if result.problems:
+        raise ConfigError(result.problems)
+    _warn_iptables_variant(_plan_backend(result.config.settings.backend))
+    return EXIT_OK
+
+
+def _plan_backend(setting: str) -> str:
+    """The backend the setting names (auto: as the kernel decides, see backends)."""
+    from ..backends import choose
+
+    return choose(setting)[0]
+
+
+def _warn_iptables_variant(backend: str) -> None:
+    """The admin's `iptables` shows nft's tables only: rules nm-zones keeps in legacy x_tables
+    are invisible to it (it says only "iptables-legacy tables present")."""
+    import shutil
+    import subprocess
+
+    if backend != "iptables" or not shutil.which("iptables"):
+        return
+    try:
+        version = subprocess.run(
+            ["iptables", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if "nf_tables" in version:
+        print(
+            "nm-zones: warning: this system's `iptables` is the nft variant, but nm-zones keeps "
+            "its rules in legacy x_tables (backend iptables): `iptables -S` will not show them "
+            "(use iptables-legacy -S), or set `backend: nftables` in nm-zones.yaml",
+            file=sys.stderr,
+        )
+
+
+def cmd_plan(args) -> int:
+    from ..ifname import check_interface
+    from ..ruleset.build import compile_interface
+
+    check_interface(args.interface)
+    zone, config = _loaded_zone(args.zone)
+    ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
+    if _plan_backend(config.settings.backend) == "nftables":
+        from ..backends.nftables.backend import plan_script
+        from ..ruleset.cache import KernelPlan
+
+        plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
+        sys.stdout.write("# nftables\n" + plan_script(plan))
+        return EXIT_OK
+    sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
+    sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
+    return EXIT_OK
+
+
+def _with_runtime_allowances(ruleset, config):
+    """What `nm-zones allow` opened at runtime on the interface, or on every interface of
+    the zone, is part of what apply would commit."""
+    from ..engine import allowed_for
+    from ..state import StateDir
+
+    allowed = allowed_for(StateDir(_paths().state).load(), ruleset.interface, ruleset.zone)
+    if not allowed:
+        return ruleset
+    from ..ruleset.allowances import specs
+    from ..ruleset.build import service_specs, with_allowances
+    from ..ruleset.layout import FAMILIES
+
+    services = {name: service_specs(service) for name, service in config.services.items()}
+    return with_allowances(ruleset, {f: specs(allowed, services, f) for f in FAMILIES})
+
+
+# -- commands that change the firewall ---------------------------------------------------
+
+
+def _run_changes(engine, action, refused_while_disabled: str = "") -> int:
+    """Run `action(state)` under the state lock, after engine.prepare (the kernel made to
+    hold what the state says); say every change and warning, even when it fails. While
+    nm-zones is disabled, an interrupted disable is finished first, and the action runs
+    without prepare, or is refused with `refused_while_disabled`."""
+    try:
+        with engine.state_dir.locked():
+            state = engine.state_dir.load()
+            if engine.paths.disabled:
+                engine.finish_disable(state)
+                if refused_while_disabled:
+                    raise UsageError(refused_while_disabled)
+            else:
+                engine.prepare(state)
+            action(state)
+    finally:
+        for change in engine.changes:
+            print(printable(str(change)))
+        for warning in engine.warnings:
+            print(f"nm-zones: {printable(warning)}", file=sys.stderr)
+    return EXIT_FAILURE if engine.degraded else EXIT_OK
+
+
+def cmd_apply(args) -> int:
+    _need_root("apply")
+    from ..ifname import check_interface
+
+    check_interface(args.interface)
+    engine = _engine()
+    if args.zone not in engine.known_zones():
+        raise unknown_zone(args.zone)
+
+    def action(state):
+        from ..engine import REASON_COMMAND
+        from ..ifname import interface_index
+
+        if not interface_index(args.interface):
+            raise UsageError(f"no interface named {args.interface!r}")
+        engine.apply_interface(args.interface, args.zone, REASON_COMMAND, state=state)
+
+    return _run_changes(engine, action, DISABLED)
+
+
+def cmd_remove(args) -> int:
+    _need_root("remove")
+    from ..ifname import check_interface
+
+    check_interface(args.interface)
+    engine = _engine()
+    return _run_changes(engine, lambda state: engine.remove_interface(args.interface, state=state))
+
+
+def cmd_reload(args) -> int:
+    _need_root("reload")
+    from ..engine import Engine
+
+    engine = Engine(_paths(), use_cache=False)
+    _warn_stray_files(engine.paths)
+    if engine.compiled.problems:
+        for problem in engine.compiled.problems:
+            print(problem, file=sys.stderr)
+        engine.degraded = True
+
+    def action(state) -> None:
+        state.allowances = []  # runtime allowances (nm-zones allow) end with a reload
+        engine.reload(state)
+
+    status = _run_changes(engine, action, DISABLED)
+    _tell_service_reloaded()
+    return status
+
+
+def cmd_allow(args) -> int:
+    """allow and revoke: WHAT and the options checked first (exit 2), the change under the
+    state lock (doors/allow.py)."""
+    from ..ifname import check_interface
+    from .allow import Request, check_what, run
+
+    if args.permanent and args.duration:
+        raise UsageError("--for and --permanent exclude each other: a permanent change has no end")
+    if args.command == "revoke" and args.duration:
+        raise UsageError("revoke takes no --for")
+    if args.interface:
+        check_interface(args.interface)
+    loaded = _loaded()
+    request = Request(args, check_what(args.what, loaded), loaded)
+    _need_root(args.command)
+    engine = _engine()
+    if args.zone and args.zone not in engine.known_zones():
+        raise unknown_zone(args.zone)
+    return _run_changes(engine, lambda state: run(engine, request, state), DISABLED)
+
+
+def cmd_log(args) -> int:
+    from ..ifname import check_interface
+    from ..state import StateDir
+    from .denied import show
+
+    if args.interface:
+        check_interface(args.interface)
+    paths = _paths()
+    with contextlib.suppress(KeyboardInterrupt):
+        show(StateDir(paths.state).load(), _loaded().config, args.interface, args.follow)
+    return EXIT_OK
+
+
+def _tell_service_reloaded() -> None:
+    """When `nm-zones serve` runs, ask it to reload too: it then emits `Reloaded`, and
+    NetworkManager pushes every active device's zone again."""
+    from .busapi import MAIN_INTERFACE, ServiceError, call_service
+
+    try:
+        call_service(MAIN_INTERFACE, "reload", timeout=10)
+    except ServiceError as error:
+        print(f"nm-zones: the D-Bus service: {error}", file=sys.stderr)
+    except (OSError, TimeoutError):
+        pass  # no bus, or no answer: the kernel is reloaded all the same
+
+
+def cmd_serve(args) -> int:
+    from .service import main as serve
+
+    return serve(_paths())
+
+
+def cmd_gc(args) -> int:
+    _need_root("gc")
+    engine = _engine()
+
+    def action(state) -> None:
+        if not engine.paths.disabled:
+            engine.collect_orphans(state)
+
+    return _run_changes(engine, action)
+
+
+def printable(text: str) -> str:
+    """`text` with control characters escaped: a connection named with a newline cannot
+    forge a line of output."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _kernel_word(held: bool | None) -> str:
+    return {True: "in place", False: "DIFFERS", None: "unknown"}[held]
+
+
+def status_row(engine, state, name: str, binding, root: bool) -> dict:
+    """One bound interface as `status` shows it; the kernel is asked only as root."""
+    from ..ifname import interface_index
+
+    usable = engine.usable_zone(binding.zone)
+    held = None
+    if usable and root and binding.status == "applied":
+        from ..engine import allowed_for, interface_plan
+
+        allowed = allowed_for(state, name, usable.name)
+        held = engine.backend.holds(interface_plan(engine.compiled, name, usable, allowed))
+    return {
+        "interface": name,
+        "zone": binding.zone,
+        "reason": binding.reason,
+        "connection": binding.connection_id,
+        "connection_uuid": binding.connection_uuid,
+        "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(binding.since)),
+        "status": binding.status,
+        "present": interface_index(name) == binding.ifindex,
+        "kernel": _kernel_word(held),
+        "degraded": binding.degraded,
+        "flows_ended": binding.flows_ended,
+    }
+
+
+def cmd_status(args) -> int:
+    from ..state import StateDir
+
+    if args.interface:
+        from .detail import show_interface
+
+        return show_interface(args)
+    paths = _paths()
+    state = StateDir(paths.state).load()
+    disabled = paths.disabled
+    engine = _engine()
+    root = os.geteuid() == 0
+    rows = [
+        status_row(engine, state, name, binding, root)
+        for name, binding in sorted(state.interfaces.items())
+    ]
+    catchall, problems = status_problems(engine, state, disabled, root)
+    if args.json:
+        _print_json(
+            {
+                "enabled": not disabled,
+                "backend": _held_by(state),
+                "default_zone": state.catchall_zone,
+                "catchall": catchall,
+                "problems": problems,
+                "interfaces": rows,
+            }
+        )
+    else:
+        if disabled:
+            print("nm-zones is disabled (nm-zones enable)")
+        print(
+            f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
+            + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
+        )
+        print(f"rules held by: {_held_by(state)}")
+        for problem in problems:
+            print(printable(problem))
+        for row in rows:
+            line = (
+                f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
+                f"kernel: {row['kernel']:<8}  why: {row['reason']}"
+            )
+            if row["connection"]:
+                line += f"  connection: {row['connection']}"
+            if row["flows_ended"]:
+                line += f"  flows ended: {row['flows_ended']}"
+            if row["status"] != "applied":
+                line += f"  ({row['status'].upper()})"
+            if not row["present"]:
+                line += "  (interface gone)"
+            if row["degraded"]:
+                line += f"  DEGRADED: {row['degraded']}"
+            print(printable(line))
+    if disabled:
+        return EXIT_DISABLED
+    bad = problems or any(
+        r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
+    )
+    return EXIT_FAILURE if bad else EXIT_OK
+
+
+def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, list[str]]:
+    """The catch-all's row and what is wrong besides the interfaces: a lost state, an
+    interrupted commit, hooks or catch-all missing, tables another program changed."""
+    catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
+    tables_changed: list[str] = []
+    if root and not disabled:
+        catchall["kernel"] = _kernel_word(_catchall_held(engine, state))
+        tables_changed = _tables_changed(state)
+    problems = []
+    if state.lost:
+        problems.append(f"state lost: {state.lost}")
+    if None in state.kernel.values():
+        problems.append("a commit was interrupted (the next run of nm-zones finishes it)")
+    if not disabled and not state.catchall_zone:
+        problems.append("catch-all not installed (nm-zones reload)")
+    elif catchall["kernel"] == "DIFFERS":
+        problems.append("hooks or catch-all missing from the kernel (nm-zones reload)")
+    problems += [
+        f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
+        for table in tables_changed
+    ]
+    return catchall, problems
+
+
+def _catchall_held(engine, state) -> bool | None:
+    """Whether the hooks and the catch-all (as the config says it now) are in the kernel."""
+    catchall = engine.compiled.catchall
+    if not state.catchall_zone or "error" in catchall:
+        return None
+    return engine.backend.holds(engine.compiled.catchall_plan())
+
+
+def _held_by(state) -> str:
+    """Which backend holds nm-zones' rules, by the views the state recorded."""
+    from ..backends import backend_of_key
+
+    return ", ".join(sorted({backend_of_key(key) for key in state.kernel})) or "none"
+
+
+def _tables_changed(state) -> list[str]:
+    """Tables whose nm-zones rules differ from the view recorded after its last commit."""
+    from ..backends import differs
+
+    try:
+        return [
+            " ".join(key)
+            for key, view in sorted(state.kernel.items())
+            if view is not None and differs(key, view)
+        ]
+    except OSError:
+        return []
+
+
+def _through_service(command: str, method: str, args: tuple) -> int | None:
+    """For a user who is not root: the same change through `nm-zones serve`, which asks
+    polkit; None when no service runs (the caller then needs root)."""
+    if os.geteuid() == 0:
+        return None
+    from .busapi import NMZ_INTERFACE, ServiceError, call_service
+
+    try:
+        reply = call_service(NMZ_INTERFACE, method, "ss", args)
+    except ServiceError as error:
+        raise PermissionError(f"{command}: {error}") from None
+    if reply is None:
+        return None
+    for line in reply[0]:
+        print(line)
+    return EXIT_OK
+
+
+def cmd_assign(args) -> int:
+    from .nm import assign
+
+    through = _through_service("assign", "AssignConnection", (args.connection, args.zone))
+    if through is not None:
+        return through
+    _need_root("assign")
+    engine = _engine()
+    if args.zone not in engine.known_zones():
+        raise unknown_zone(args.zone)
+    return _run_changes(engine, lambda state: assign(engine, args.connection, args.zone, state))
+
+
+def cmd_default_zone(args) -> int:
+    from ..config.mapfile import set_map_zone
+
+    loaded = _loaded()
+    cmap = loaded.config.connections_map
+    key = "wired-zone" if args.wired else "wireless-zone" if args.wireless else "default-zone"
+    current = {
+        "default-zone": cmap.default_zone,
+        "wired-zone": cmap.wired_zone,
+        "wireless-zone": cmap.wireless_zone,
+    }[key]
+    if args.zone is None:
+        print(current or f"{cmap.default_zone} (default-zone)")
+        return EXIT_OK
+    through = _through_service("default-zone", "SetMapZone", (key, args.zone))
+    if through is not None:
+        return through
+    _need_root("default-zone")
+    known = set(loaded.config.zones) | set(loaded.broken_zones)
+    if args.zone not in known and not (args.zone == "" and key != "default-zone"):
+        raise unknown_zone(args.zone)
+    paths = _paths()
+    set_map_zone(paths, key, args.zone)
+    if paths.disabled:
+        return EXIT_OK
+    from ..engine import Engine
+
+    engine = Engine(paths, use_cache=False)
+    status = _run_changes(engine, engine.reload)
+    _tell_service_reloaded()
+    return status
+
+
+def cmd_enable(args) -> int:
+    _need_root("enable")
+    from .nm import enable
+
+    engine = _engine()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(engine.paths.disabled_flag)
+    return _run_changes(engine, lambda state: enable(engine, state))
+
+
+def cmd_disable(args) -> int:
+    _need_root("disable")
+    from .nm import disable
+
+    engine = _engine()
+    with engine.state_dir.locked():  # no prepare: nothing is rebuilt that is to go
+        disable(engine)
+    for change in engine.changes:
+        print(printable(str(change)))
+    return EXIT_OK
+
+
+def cmd_install(args) -> int:
+    from .install import install, uninstall
+
+    if os.geteuid() != 0 and args.root == "/":
+        raise PermissionError("install writes to /etc: run it as root, or give --root DIR")
+    outcome = (uninstall if args.uninstall else install)(args.root)
+    for line in outcome.lines:
+        print(line)
+    return EXIT_FAILURE if outcome.kept else EXIT_OK
+
+
+# -- argument parsing --------------------------------------------------------------------
+
+
+def package_version() -> str:
+    """setup.cfg's version when running from a checkout, else the installed metadata's."""
+    from ..paths import SHIPPED_DIR
+
+    try:
+        with open(os.path.join(os.path.dirname(SHIPPED_DIR), "setup.cfg")) as stream:
+            pairs = [line.split("=", 1) for line in stream if "=" in line]
+        fields = {key.strip(): value.strip() for key, value in pairs}
+        if fields.get("name") == "nm-zones":
+            return fields["version"]
+    except (OSError, KeyError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nm-zones")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked for (every command builds the parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"nm-zones {package_version()}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, one helper per group of commands (their order is --help's)."""
+    parser = argparse.ArgumentParser(
+        prog="nm-zones",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_config_commands(sub)
+    _add_interface_commands(sub)
+    _add_allow_commands(sub)
+    _add_kernel_commands(sub)
+    _add_nm_commands(sub)
+    _add_system_commands(sub)
+    return parser
+
+
+def _command(sub, name, func, summary, example, **kwargs) -> argparse.ArgumentParser:
+    """One subcommand: its summary is both its --help line and its description."""
+    p = sub.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_config_commands(sub) -> None:
+    """The commands that read the config: zones, show, services, check, plan."""
+    p = _command(sub, "zones", cmd_zones, "list the zones; * marks default-zone", "nm-zones zones")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = _command(
+        sub,
+        "show",
+        cmd_show,
+        "what a zone allows, services expanded to ports",
+        "nm-zones show home",
+    )
+    p.add_argument("zone")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = _command(
+        sub,
+        "services",
+        cmd_services,
+        "list the service catalog (shipped + /etc)",
+        "nm-zones services --json",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _command(
+        sub,
+        "check",
+        cmd_check,
+        "validate every zone, service and the map; one line per problem, exit 2 if any",
+        "nm-zones check && nm-zones reload",
+    )
+    p = _command(
+        sub,
+        "plan",
+        cmd_plan,
+        "print the rules apply would commit: '# IPv4' then iptables-save text, '# IPv6' then "
+        "ip6tables-save text, each loadable by iptables-legacy-restore --noflush "
+        "(declaring a chain flushes it: load it into a scratch namespace, not a live system); "
+        "runtime allowances the interface has in that zone (nm-zones allow) included",
+        "nm-zones plan eth0 public",
+    )
+    p.add_argument("interface")
+    p.add_argument("zone")
+
+
+def _add_interface_commands(sub) -> None:
+    """The commands on one interface: apply, remove, status."""
+    p = _command(
+        sub,
+        "apply",
+        cmd_apply,
+        "bind an interface to a zone now (root)",
+        "nm-zones apply eth0 home",
+    )
+    p.add_argument("interface")
+    p.add_argument("zone")
+    p = _command(
+        sub,
+        "remove",
+        cmd_remove,
+        "remove an interface's rules; it falls back to the catch-all (root)",
+        "nm-zones remove eth0",
+    )
+    p.add_argument("interface")
+    p = _command(
+        sub,
+        "status",
+        cmd_status,
+        "what is applied where, since when, why, whether the kernel still holds it, and how "
+        "many open flows the interface's last switch ended; with IFACE, that interface in "
+        "full: everything open on it (services expanded to ports, runtime allowances and "
+        "their time left, forward-ports, masquerade)",
+        "nm-zones status --json\n  nm-zones status wlan0",
+    )
+    p.add_argument("interface", nargs="?", metavar="IFACE", help="show this interface in full")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_allow_commands(sub) -> None:
+    """Allow and revoke: one parser shape, two verbs."""
+    for verb, summary, details, examples in (
+        (
+            "allow",
+            "open a port or a service now, for a while, or for good (root)",
+            ALLOW_DETAILS,
+            "nm-zones allow 8000/tcp --for 2h\n  nm-zones allow samba-client --zone home "
+            "--for 10m\n  nm-zones allow 60000-61000/udp --interface wlan0\n"
+            "  nm-zones allow https --zone work --permanent",
+        ),
+        (
+            "revoke",
+            "close again what allow opened (root)",
+            "revoke takes back the runtime allowance of the same scope (--interface, --zone,\n"
+            "or the one bound interface), or with --permanent removes WHAT from the admin's\n"
+            "zone file and re-applies the zone's interfaces.",
+            "nm-zones revoke 8000/tcp\n  nm-zones revoke https --zone work --permanent",
+        ),
+    ):
+        p = _command(sub, verb, cmd_allow, summary, examples)
+        p.description = f"{summary}\n\n{details}"
+        p.add_argument(
+            "what", metavar="WHAT", help="a service (nm-zones services), 8080/tcp or 6000-6010/udp"
+        )
+        scope = p.add_mutually_exclusive_group()
+        scope.add_argument("--zone", help="every interface bound to ZONE, now and later")
+        scope.add_argument("--interface", metavar="IFACE", help="this bound interface only")
+        if verb == "allow":
+            p.add_argument(
+                "--for",
+                dest="duration",
+                metavar="DURATION",
+                help="until DURATION from now: 30s, 10m, 2h, 1d (the kernel ends it)",
+            )
+        else:
+            p.set_defaults(duration=None)
+        p.add_argument(
+            "--permanent", action="store_true", help="change the zone's file and re-apply"
+        )
+
+
+def _add_kernel_commands(sub) -> None:
+    """The kernel log and the whole ruleset: log, reload, gc."""
+    p = _command(
+        sub,
+        "log",
+        cmd_log,
+        "the packets zones with log-denied: true refused, from the kernel log (journalctl -k "
+        "where the journal runs, else /dev/kmsg): time, interface, zone, protocol, "
+        "source -> port (root)",
+        "nm-zones log wlan0 --follow",
+    )
+    p.add_argument("interface", nargs="?", metavar="IFACE", help="only this interface")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new ones")
+    _command(
+        sub,
+        "reload",
+        cmd_reload,
+        "re-read the config; re-apply only interfaces whose rules changed; installs the "
+        "hooks and the catch-all even with nothing bound (root)",
+        "nm-zones reload",
+    )
+    _command(
+        sub,
+        "gc",
+        cmd_gc,
+        "remove rules of interfaces that are gone and chains nobody owns (root)",
+        "nm-zones gc",
+    )
+
+
+def _add_nm_commands(sub) -> None:
+    """The commands that set zones in NetworkManager: assign, default-zone."""
+    p = _command(
+        sub,
+        "assign",
+        cmd_assign,
+        "set a connection's zone in NetworkManager (connection.zone) and apply it at "
+        "once if the connection is active (root)",
+        'nm-zones assign "Home Wi-Fi" home',
+    )
+    p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
+    p.add_argument("zone")
+    p = _command(
+        sub,
+        "default-zone",
+        cmd_default_zone,
+        "show or set the zone of networks nothing else places; interfaces that got "
+        "their zone that way follow at once (root to set)",
+        "nm-zones default-zone --wireless public",
+    )
+    p.add_argument("zone", nargs="?", help="the zone to set; omit to show the current one")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--wired", action="store_true", help="unknown wired networks only")
+    which.add_argument("--wireless", action="store_true", help="unknown wireless networks only")
+
+
+def _add_system_commands(sub) -> None:
+    """Nm-zones as a whole: enable, disable, serve, install."""
+    _command(
+        sub,
+        "enable",
+        cmd_enable,
+        "turn nm-zones back on and apply the zones of all active connections (root)",
+        "nm-zones enable",
+    )
+    _command(
+        sub,
+        "disable",
+        cmd_disable,
+        "remove every nm-zones rule and make the hook a no-op, across reboots (root)",
+        "nm-zones disable",
+    )
+    _command(
+        sub,
+        "serve",
+        cmd_serve,
+        "run the D-Bus service in the foreground (root): own org.fedoraproject.FirewallD1 on "
+        "the system bus and answer NetworkManager and the connection editors as firewalld "
+        "would, so a connection's zone applies before its addresses, `nmcli connection "
+        "modify X connection.zone Z` takes effect at once, and users polkit allows can "
+        "assign zones; refuses to start beside firewalld. Logs to stderr and syslog",
+        "nm-zones serve",
+    )
+    p = _command(
+        sub,
+        "install",
+        cmd_install,
+        "for a pip install: the NetworkManager hook, root's fast /usr/local/sbin/nm-zones, "
+        "/etc/nm-zones with a commented map, and the boot-time unit; prints each file it "
+        "wrote and the next steps. It refuses package folders root does not control, and "
+        "keeps (naming them, exit 1) files it did not write or that were edited since",
+        "nm-zones install && systemctl daemon-reload && systemctl enable nm-zones.service",
+    )
+    p.add_argument(
+        "--root", default="/", metavar="DIR", help="write everything under DIR (default /)"
+    )
+    p.add_argument(
+        "--uninstall",
+        action="store_true",
+        help="first remove every nm-zones rule from the kernel (with DIR /), then the files "
+        "install wrote and nobody edited, the state and the disabled flag",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as error:
+        print(f"nm-zones: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except PermissionError as error:
+        print(f"nm-zones: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KernelError as error:
+        return _failure(f"kernel: {error}")
+    except BrokenPipeError:
+        return EXIT_FAILURE
+    except Exception as error:
+        if not _kernel_or_disk_error(error):
+            raise
+        from ..engine import describe
+
+        return _failure(describe(error))
+
+
+def _kernel_or_disk_error(error: Exception) -> bool:
+    """OSError (a full disk, a file that cannot be believed) or python-iptables' errors."""
+    iptc = sys.modules.get("iptc")
+    iptc_errors = (iptc.IPTCError, iptc.XTablesError) if iptc else ()
+    return isinstance(error, (OSError, *iptc_errors))
+
+
+def _failure(message: str) -> int:
+    """One line on stderr and in syslog; exit status 1."""
+    from ..log import to_syslog
+
+    print(f"nm-zones: {printable(message)}", file=sys.stderr)
+    to_syslog(message, warning=True)
+    return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
