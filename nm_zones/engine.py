@@ -355,6 +355,15 @@ class Engine:
 
     # -- everything ----------------------------------------------------------------------
 
+    def begin(self, state: State) -> bool:
+        """What every run does first, under the state lock: while nm-zones is disabled, it
+        finishes an interrupted disable and says False; else prepare(), and True."""
+        if self.paths.disabled:
+            self.finish_disable(state)
+            return False
+        self.prepare(state)
+        return True
+
     def prepare(self, state: State) -> None:
         """What every run that changes anything does first, under the state lock: the kernel
         made to hold what the state says, gone interfaces collected, interrupted

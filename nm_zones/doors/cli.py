@@ -297,12 +297,8 @@ def _run_changes(engine, action, refused_while_disabled: str = "") -> int:
     try:
         with engine.state_dir.locked():
             state = engine.state_dir.load()
-            if engine.paths.disabled:
-                engine.finish_disable(state)
-                if refused_while_disabled:
-                    raise UsageError(refused_while_disabled)
-            else:
-                engine.prepare(state)
+            if not engine.begin(state) and refused_while_disabled:
+                raise UsageError(refused_while_disabled)
             action(state)
     finally:
         for change in engine.changes:

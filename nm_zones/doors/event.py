@@ -70,11 +70,9 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
     engine = Engine(paths)
     with engine.state_dir.locked():
         state = engine.state_dir.load()
-        if paths.disabled:  # or `disable` ran while we waited, or was interrupted
-            engine.finish_disable(state)
-            return 0
         try:
-            engine.prepare(state)
+            if not engine.begin(state):  # disabled, maybe while we waited for the lock
+                return 0
             if action in REMOVE_ACTIONS:
                 engine.remove_interface(interface, f"NetworkManager {action}", state)
             elif interface_index(interface) and not matches_exempt(

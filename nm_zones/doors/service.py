@@ -237,10 +237,7 @@ class ZoneService:
         disabled, an interrupted disable is finished instead of prepare."""
         with engine.state_dir.locked():
             state = engine.state_dir.load()
-            if engine.paths.disabled:
-                engine.finish_disable(state)
-            else:
-                engine.prepare(state)
+            engine.begin(state)
             return work(state)
 
     def start(self) -> None:
@@ -632,15 +629,13 @@ class ZoneService:
         engine = self.engine()
 
         def action():
-            with engine.state_dir.locked():
-                if not enabled:
+            if not enabled:
+                with engine.state_dir.locked():
                     disable(engine)
-                    return
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.paths.disabled_flag)
-                state = engine.state_dir.load()
-                engine.prepare(state)
-                enable(engine, state)
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.paths.disabled_flag)
+            self.locked(engine, lambda state: enable(engine, state))
 
         await self.run_engine(engine, action, "COMMAND_FAILED")
         await self.emit(NMZ_INTERFACE, "SettingsChanged")
