@@ -1,8 +1,11 @@
 """The pipeline both doors (the dispatcher hook and the `nm-zones` command) go through:
 binding -> the zone's compiled plan (ruleset/cache.py) -> kernel -> state, with the fail-safe rules:
 
-- a zone whose file (or a service it uses) cannot be loaded never opens anything: an interface
-  that already has rules keeps them; a new one gets the shipped definition, else `block`;
+- a zone whose file (or a service it uses) cannot be loaded, or cannot be believed (others
+  may write it), never opens anything: an interface already in that zone keeps its rules;
+  any other gets the shipped definition, else the shipped `block`, and the run says so
+  (`unfulfilled`: the D-Bus service answers COMMAND_FAILED, the command exits 1), so a failed
+  switch never leaves an interface laxer than the zone it was asked for;
 - the kernel is the truth: every run first compares what the kernel holds of nm-zones with
   the view recorded after nm-zones' own last commit (backends/iptables/held.py) and rebuilds
   any table that another program changed, before it commits anything itself;
@@ -61,6 +64,8 @@ class Engine:
         self.changes: list[Change] = []
         self.warnings: list[str] = []
         self.degraded = False
+        # interface -> why it did not get its zone as configured (a stand-in or its old rules)
+        self.unfulfilled: dict[str, str] = {}
 
     # -- inputs --------------------------------------------------------------------------
 
@@ -214,7 +219,7 @@ class Engine:
         if usable is None:
             raise unknown_zone(zone_name)
         connection = connection or Connection()
-        degraded = self._degradation(interface, usable, reason, old, state)
+        degraded = self._degradation(interface, zone_name, usable, reason, old, state)
         if degraded is None:
             return None  # it keeps the rules it has
         # the rules are a pure function of the interface name, the zone's rules and the
@@ -256,26 +261,36 @@ class Engine:
             )
         )
 
-    def _degradation(self, interface: str, usable, reason: str, old, state: State) -> str | None:
-        """What is wrong with the zone or the map ("" when nothing), warned about; None when
-        the interface keeps the rules it has (it was applied, and the zone cannot be used)."""
+    def _degradation(
+        self, interface: str, zone: str, usable, reason: str, old, state: State
+    ) -> str | None:
+        """What is wrong with `zone` (as asked for) or the map ("" when nothing), warned
+        about; None when the interface keeps the rules it has."""
         problems = [usable.problem] if usable.problem else []
         if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
             problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
         if not problems:
             return ""
         self.degraded = True
-        if old and old.status == "applied":
+        # its rules stay only when they are the zone asked for (an earlier, loadable version of
+        # it) or only the map is broken; a switch to a broken zone gets its stand-in
+        if old and old.status == "applied" and (old.zone == zone or not usable.problem):
             degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
-            self.warn(f"{interface}: {degraded}")
+            self._unfulfilled(interface, degraded, usable)
             if old.degraded != degraded:
                 old.degraded = degraded
                 self.save(state)
             return None
         fallback = usable.fallback or "using the shipped map"
         degraded = "; ".join([*problems, fallback])
-        self.warn(f"{interface}: {degraded}")
+        self._unfulfilled(interface, degraded, usable)
         return degraded
+
+    def _unfulfilled(self, interface: str, degraded: str, usable) -> None:
+        """Said once, and remembered when it is the zone itself that could not be used."""
+        self.warn(f"{interface}: {degraded}")
+        if usable.problem:
+            self.unfulfilled[interface] = f"{interface}: {degraded}"
 
     def _record_unchanged(
         self,

@@ -163,6 +163,69 @@ def test_new_interface_with_broken_admin_only_zone_gets_block(lab):
     )
 
 
+REFUSED_EVERYWHERE = ["rejected"] * 4
+
+
+def everything_refused(lab, link) -> list[str]:
+    """TCP 22 and 8080 from the peer, both families: all refused under shipped block."""
+    return lab.probe(
+        [
+            {"kind": "tcp", "address": address, "port": port}
+            for address in (link.ipv4, link.ipv6)
+            for port in (22, 8080)
+        ]
+    )
+
+
+def spoil_block(lab, how: str) -> None:
+    """The admin's block zone made unusable: a typo, the file or its folder writable by
+    others."""
+    if how == "typo":
+        write_zone(lab, "block", "targte: reject\n")
+    elif how == "group-writable":
+        write_zone(lab, "block", "target: reject\n", mode=0o664)
+    else:
+        write_zone(lab, "block", "target: reject\n")
+        os.chmod(os.path.join(lab.config_dir, "zones.d"), 0o777)
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("how", ["typo", "group-writable", "world-writable folder"])
+def test_a_switch_to_a_broken_zone_applies_its_shipped_definition(lab, how):
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, "trusted")
+    assert everything_refused(lab, link) == ["accepted"] * 4
+    spoil_block(lab, how)
+    result = lab.nm_zones("apply", link.name, "block", check=False)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "zone 'block' cannot be loaded" in lines[0], lines
+    assert "using the shipped definition" in lines[0]
+    assert chain(lab, link.name) == planned(link.name, "block", backend=lab.backend)
+    assert everything_refused(lab, link) == REFUSED_EVERYWHERE
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 1 and "DEGRADED: zone 'block' cannot be loaded" in status.stdout
+    # the same zone asked for again keeps the rules it has: still shipped block
+    lab.nm_zones("reload", check=False)
+    assert everything_refused(lab, link) == REFUSED_EVERYWHERE
+
+
+@pytest.mark.both_backends
+def test_a_hook_event_into_a_broken_zone_applies_its_shipped_definition(lab):
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, "trusted")
+    spoil_block(lab, "typo")
+    with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+        stream.write("default-zone: public\nconnections:\n  lan: block\n")
+    result = hook(lab, link.name, "up", CONNECTION_ID="lan", CONNECTION_UUID="u1")
+    assert result.returncode == 1
+    assert "using the shipped definition" in result.stderr, result.stderr
+    assert state(lab)["interfaces"][link.name]["zone"] == "block"
+    assert everything_refused(lab, link) == REFUSED_EVERYWHERE
+
+
 def test_broken_map_falls_back_to_the_shipped_map_degraded(lab):
     link = lab.add_link()
     with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.harness.lab import PYTHON, base_env, wait_for
 from tests.harness.nm_sandbox import NMSandbox
-from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, specs
+from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, TRUSTED, specs
 
 ZONE = "org.fedoraproject.FirewallD1.zone"
 MAIN = "org.fedoraproject.FirewallD1"
@@ -657,3 +657,37 @@ def test_after_networkmanager_restarts_the_service_asks_it_afresh(served):
     nm.nmcli("connection", "modify", "first", "connection.zone", "block")
     nm.wait_zone(first.name, "block", timeout=5)
     assert nm.state()["interfaces"][first.name]["connection_id"] == "first"
+
+
+# -- a zone that cannot be used ---------------------------------------------------------
+
+
+def test_a_switch_to_a_broken_zone_fails_loudly_and_gets_the_shipped_one(served):
+    """A typo in the admin's block.yaml: the interface gets shipped block, and every door
+    says the call failed (firewalld's COMMAND_FAILED), the ZoneChanged signal included."""
+    nm = served
+    nm.listen()
+    link = up(nm, "lan", "connection.zone", "trusted")
+    nm.wait_zone(link.name, "trusted")
+    nm.wait_reachable(link)
+    assert nm.probe(specs(link)) == TRUSTED
+    nm.sh("mkdir -p /etc/nm-zones/zones.d")
+    nm.sh("echo 'targte: reject' > /etc/nm-zones/zones.d/block.yaml")
+    monitor = Monitor(nm)
+    failed = error(nm, f"{ZONE}.changeZoneOfInterface", "block", link.name)
+    assert failed.startswith(
+        "org.fedoraproject.FirewallD1.Exception: COMMAND_FAILED: ethz0: zone 'block' cannot be "
+        "loaded ("
+    ), failed
+    assert failed.endswith("; using the shipped definition"), failed
+    signal = monitor.wait_for("ZoneChanged")
+    assert "'zone': 'block'" in signal and "cannot be loaded" in signal, signal
+    assert nm.zone_of(link.name) == "block"
+    assert nm.probe(specs(link)) == BLOCK
+    # back to trusted, then the zone assigned to the profile, as the agent and the window do
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "trusted", link.name) == "('trusted',)"
+    failed = error(nm, "org.nm_zones.Manager1.AssignConnection", "lan", "block")
+    assert "COMMAND_FAILED: ethz0: zone 'block' cannot be loaded" in failed, failed
+    assert nm.probe(specs(link)) == BLOCK
+    rows = call(nm, "org.nm_zones.Manager1.GetConnections")
+    assert "'degraded': \"zone 'block' cannot be loaded" in rows, rows

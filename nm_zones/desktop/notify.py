@@ -141,6 +141,16 @@ class Agent:
                 say(f"not asking about {name!r}: placed before")
                 return
             self.ask(change, name, zone, icon)
+        elif change.get("degraded"):  # the zone asked for could not be used as configured
+            self.notifier.notify(
+                _("{name}: zone {zone} could not be applied as configured").format(
+                    name=name, zone=zone
+                ),
+                change["degraded"],
+                "dialog-warning",
+                [],
+                URGENCY_NORMAL,
+            )
         elif old and old != zone:
             self.notifier.notify(
                 _("{name}: zone {zone}").format(name=name, zone=zone),

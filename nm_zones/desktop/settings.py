@@ -211,6 +211,8 @@ class SettingsWindow(Adw.ApplicationWindow):
                 why = _("zone support is off")
             description = self.descriptions.get(zone, "")
             subtitle = f"{interface} · {why}" + (f" · {description}" if description else "")
+            if entry.get("degraded"):  # not the zone as configured: say what it has instead
+                subtitle = f"{interface} · " + _("DEGRADED: {why}").format(why=entry["degraded"])
             row.set_subtitle(GLib.markup_escape_text(subtitle))
             row.update_property(
                 [Gtk.AccessibleProperty.DESCRIPTION],

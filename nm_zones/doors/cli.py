@@ -353,7 +353,7 @@ def cmd_reload(args) -> int:
         engine.reload(state)
 
     status = _run_changes(engine, action, DISABLED)
-    _tell_service_reloaded()
+    _tell_service_reloaded(report=status == EXIT_OK)
     return status
 
 
@@ -391,15 +391,17 @@ def cmd_log(args) -> int:
     return EXIT_OK
 
 
-def _tell_service_reloaded() -> None:
+def _tell_service_reloaded(report: bool = True) -> None:
     """When `nm-zones serve` runs, ask it to reload too: it then emits `Reloaded`, and
-    NetworkManager pushes every active device's zone again."""
+    NetworkManager pushes every active device's zone again. Its error is said only when
+    this run had nothing to say (it would repeat what this run found)."""
     from .busapi import MAIN_INTERFACE, ServiceError, call_service
 
     try:
         call_service(MAIN_INTERFACE, "reload", timeout=10)
     except ServiceError as error:
-        print(f"nm-zones: the D-Bus service: {error}", file=sys.stderr)
+        if report:
+            print(f"nm-zones: the D-Bus service: {error}", file=sys.stderr)
     except (OSError, TimeoutError):
         pass  # no bus, or no answer: the kernel is reloaded all the same
 

@@ -498,7 +498,8 @@ class ZoneService:
         target, change = await self.in_worker(engine, work)
         if change is not None:
             signal_name = "InterfaceAdded" if adding else "ZoneOfInterfaceChanged"
-            await self.emit(ZONE_INTERFACE, signal_name, "ss", (target, interface))
+            await self.emit(ZONE_INTERFACE, signal_name, "ss", (change.new_zone, interface))
+        fulfilled(engine)
         return (target,)
 
     async def remove_interface(self, zone: str, interface: str) -> tuple:
@@ -565,6 +566,7 @@ class ZoneService:
                 "connection": change.connection,
                 "uuid": binding.connection_uuid if binding else "",
                 "type": binding.connection_type if binding else "",
+                "degraded": change.degraded,  # the zone could not be used as configured
             }
             await self.emit(NMZ_INTERFACE, "ZoneChanged", "a{ss}", (details,))
 
@@ -584,6 +586,7 @@ class ZoneService:
 
         await self.run_engine(engine, action, "COMMAND_FAILED")
         await self.emit(MAIN_INTERFACE, "Reloaded")
+        fulfilled(engine)
         return [str(change) for change in engine.changes]
 
     async def set_default_zone(self, zone: str) -> tuple:
@@ -620,6 +623,7 @@ class ZoneService:
             self.locked(engine, lambda state: assign(engine, connection, zone, state))
 
         await self.run_engine(engine, action, "INVALID_VALUE")
+        fulfilled(engine)
         return ([str(change) for change in engine.changes],)
 
     async def set_enabled(self, enabled: bool) -> tuple:
@@ -641,6 +645,7 @@ class ZoneService:
         await self.emit(NMZ_INTERFACE, "SettingsChanged")
         if enabled:
             await self.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
+        fulfilled(engine)
         return ([str(change) for change in engine.changes],)
 
     # -- what the desktop front ends read --------------------------------------------------
@@ -658,6 +663,7 @@ class ZoneService:
                     "connection": binding.connection_id,
                     "uuid": binding.connection_uuid,
                     "type": binding.connection_type,
+                    "degraded": binding.degraded,
                 }
             )
         return (rows,)
@@ -694,6 +700,13 @@ class UnknownCall(Exception):
     def __init__(self, name: str, text: str):
         self.name = name
         super().__init__(text)
+
+
+def fulfilled(engine: Engine) -> None:
+    """A zone that could not be used as configured is a failed call, though the interface
+    got what stands in for it (engine.py): COMMAND_FAILED says what it got instead."""
+    if engine.unfulfilled:
+        raise FirewallError("COMMAND_FAILED", "; ".join(engine.unfulfilled.values()))
 
 
 def _check_name(interface: str) -> None:
