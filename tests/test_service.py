@@ -15,7 +15,7 @@ import pytest
 
 from tests.harness.lab import PYTHON, base_env, wait_for
 from tests.harness.nm_sandbox import NMSandbox
-from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, TRUSTED, specs
+from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, TRUSTED, WORK, specs
 
 ZONE = "org.fedoraproject.FirewallD1.zone"
 MAIN = "org.fedoraproject.FirewallD1"
@@ -691,3 +691,31 @@ def test_a_switch_to_a_broken_zone_fails_loudly_and_gets_the_shipped_one(served)
     assert nm.probe(specs(link)) == BLOCK
     rows = call(nm, "org.nm_zones.Manager1.GetConnections")
     assert "'degraded': \"zone 'block' cannot be loaded" in rows, rows
+
+
+# -- the settings, changed under a running service -----------------------------------------
+
+
+def test_a_backend_change_is_followed_by_the_running_service(served):
+    """`backend: nftables` and `nm-zones reload` move every rule; the service, asked to
+    reload by the command and called again afterwards, keeps them there."""
+    nm = served
+    nm.listen()
+    link = up(nm, "lan", "connection.zone", "home")
+    nm.wait_zone(link.name, "home")
+    nm.wait_reachable(link)
+    assert "rules held by: iptables" in nm.nm_zones("status").stdout
+    nm.sh("mkdir -p /etc/nm-zones && echo 'backend: nftables' > /etc/nm-zones/nm-zones.yaml")
+    moved = nm.nm_zones("reload", check=False)
+    assert moved.returncode == 0, moved.stderr
+    assert "*: iptables -> nftables (rules moved to another backend)" in moved.stdout
+    # the service has reloaded (it emits Reloaded; NetworkManager replays every zone)
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "work", link.name) == "('work',)"
+    assert call(nm, f"{MAIN}.reload") == "()"
+    status = nm.nm_zones("status", check=False)
+    assert status.returncode == 0, status.stdout + nm.logs()
+    assert "rules held by: nftables" in status.stdout
+    assert "nmz" not in nm.save("ipv4") + nm.save("ipv6")
+    assert f"nmz-if-{link.name}-in" in nm.sh("nft list table inet nm-zones").stdout
+    assert "rules moved to another backend" not in nm.logs().split("--- serve.log")[-1]
+    assert nm.probe(specs(link)) == WORK

@@ -209,11 +209,13 @@ class ZoneService:
     # -- the engine, shared pieces kept between calls --------------------------------------
 
     def engine(self, fresh: bool = False) -> Engine:
-        """A new Engine per call, sharing the compiled config (while no config file changed)
-        and python-iptables."""
+        """A new Engine per call, sharing the compiled config and the opened backend while
+        no config file changed; after any change both are taken afresh, so the service
+        follows the settings (`backend:` included) exactly as the command does and the two
+        never move the rules back and forth."""
         key = config_fingerprint(self.paths)
         if fresh or key != self._compiled_key:
-            self._compiled, self._compiled_key = None, key
+            self._compiled, self._compiled_key, self._backend = None, key, None
         engine = Engine(
             self.paths, use_cache=not fresh, compiled=self._compiled, backend=self._backend
         )
