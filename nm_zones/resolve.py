@@ -64,9 +64,23 @@ class Decision:
 
 def read_keyfile(path: str) -> dict[str, str] | None:
     """The [connection] section of a NetworkManager keyfile, plus `ipv4.method` and
-    `ipv6.method`; None if it cannot be read."""
+    `ipv6.method`; None if it cannot be read, or cannot be believed: NetworkManager's own
+    keyfiles are root's and only root writes them, so a file another user owns or may write
+    (its path comes from the event's CONNECTION_FILENAME) decides nothing (said, not used)."""
     try:  # never blocks on a FIFO
-        data = read_all(open_regular(path), KEYFILE_MAX_BYTES)
+        fd = open_regular(path)
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if info.st_uid != 0 or info.st_mode & 0o022:
+        os.close(fd)
+        _not_believed(
+            f"{path!r}: not believed (owner uid {info.st_uid}, mode {info.st_mode & 0o777:o}; "
+            "a profile's keyfile is root's, writable by root only): asking nmcli instead"
+        )
+        return None
+    try:
+        data = read_all(fd, KEYFILE_MAX_BYTES)
     except OSError:
         return None
     if len(data) > KEYFILE_MAX_BYTES:
@@ -84,6 +98,16 @@ def read_keyfile(path: str) -> dict[str, str] | None:
             elif section in ("[ipv4]", "[ipv6]") and key == "method":
                 values[f"{section[1:-1]}.method"] = value
     return values
+
+
+def _not_believed(message: str) -> None:
+    """On stderr (NetworkManager's log, for the hook) and to syslog."""
+    import sys
+
+    from .log import to_syslog
+
+    print(f"nm-zones: {message}", file=sys.stderr)
+    to_syslog(message, warning=True)
 
 
 def _shared(*methods: str) -> bool:

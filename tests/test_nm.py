@@ -257,6 +257,23 @@ def test_hook_applies_zone_from_keyfile_and_removes_on_down(lab, tmp_path):
     assert "nmz-if-vz1" not in lab.save("ipv4")
 
 
+@pytest.mark.parametrize("owner, mode", [(65534, 0o600), (0, 0o666)])
+def test_a_keyfile_others_own_or_may_write_decides_nothing(lab, tmp_path, owner, mode):
+    """CONNECTION_FILENAME names a file another user made (or anyone may change): its
+    `zone=trusted` is not believed; the connection is placed as if it had no keyfile."""
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    keyfile.write_text("[connection]\nid=lan\nuuid=1234\ntype=ethernet\nzone=trusted\n")
+    os.chown(keyfile, owner, owner)
+    os.chmod(keyfile, mode)
+    env = {"CONNECTION_UUID": "1234", "CONNECTION_ID": "lan", "CONNECTION_FILENAME": str(keyfile)}
+    result = run_hook(lab, link.name, "up", **env)
+    assert f"{str(keyfile)!r}: not believed (owner uid {owner}" in result.stderr, result.stderr
+    assert "asking nmcli instead" in result.stderr
+    status = lab.nm_zones("status").stdout
+    assert "vz1" in status and "trusted" not in status and "public" in status, status
+
+
 @pytest.mark.both_backends
 def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
     """Every event is a new process: once the config is compiled, switching a zone loads
