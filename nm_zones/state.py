@@ -171,12 +171,23 @@ class StateDir:
     def ensure(self) -> None:
         """The directory, made if needed; refused when others could plant files in it."""
         os.makedirs(self.path, mode=0o755, exist_ok=True)
-        info = os.stat(self.path)
-        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-            raise UntrustedFile(
+        problem = self.untrusted(os.geteuid())
+        if problem:
+            raise UntrustedFile(problem)
+
+    def untrusted(self, owner: int = 0) -> str:
+        """Why no change can be made while the directory is as it is ("" when it can be
+        trusted: absent, or `owner`'s and writable by it alone); `status` says it too."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return ""
+        if info.st_uid != owner or info.st_mode & 0o022:
+            return (
                 f"{self.path} can be written by others: refusing to keep the state there "
                 f"(chown root {self.path}; chmod go-w {self.path})"
             )
+        return ""
 
     def load(self) -> State:
         """The state; when its file cannot be believed, an empty state that says why (the

@@ -293,6 +293,22 @@ def test_disabled_flag_in_a_world_writable_folder_is_ignored(lab):
     assert probe_8080(lab, link) == ["rejected", "rejected"]
 
 
+def test_status_says_when_a_state_folder_others_can_write_refuses_every_change(lab):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "public")
+    assert status(lab).returncode == 0
+    os.chmod(lab.state_dir, 0o777)
+    refused = lab.nm_zones("apply", link.name, "home", check=False)
+    assert refused.returncode == 1 and "can be written by others" in refused.stderr
+    said = status(lab)
+    assert said.returncode == 1, said.stdout
+    lines = [line for line in said.stdout.splitlines() if "can be written by others" in line]
+    assert lines == [
+        f"{lab.state_dir} can be written by others: refusing to keep the state there "
+        f"(chown root {lab.state_dir}; chmod go-w {lab.state_dir})"
+    ]
+
+
 # -- 6. a FIFO never hangs anything ----------------------------------------------------------
 
 

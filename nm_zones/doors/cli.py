@@ -532,6 +532,9 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
         catchall["kernel"] = _kernel_word(_catchall_held(engine, state))
         tables_changed = _tables_changed(state)
     problems = []
+    untrusted = engine.state_dir.untrusted()
+    if untrusted:  # every change is refused until it is fixed
+        problems.append(untrusted)
     if state.lost:
         problems.append(f"state lost: {state.lost}")
     if None in state.kernel.values():
