@@ -597,6 +597,14 @@ class Engine:
         ):
             self.disable_all(state)
 
+    def reload_everything(self, state: State) -> None:
+        """`nm-zones reload` and the D-Bus reload alike: runtime allowances (nm-zones allow)
+        end, as firewalld's reload drops its runtime changes, then reload()."""
+        dropped, state.allowances = state.allowances, []
+        self.reload(state)  # each interface they reached is committed without them
+        if dropped:
+            self.save(state)  # and those that reached no interface are gone too
+
     def reload(self, state: State) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
         as it is now."""

@@ -719,3 +719,21 @@ def test_a_backend_change_is_followed_by_the_running_service(served):
     assert f"nmz-if-{link.name}-in" in nm.sh("nft list table inet nm-zones").stdout
     assert "rules moved to another backend" not in nm.logs().split("--- serve.log")[-1]
     assert nm.probe(specs(link)) == WORK
+
+
+def test_the_bus_reload_ends_runtime_allowances_as_the_command_does(served):
+    """firewalld's reload drops runtime changes; so do `nm-zones reload` and reload()."""
+    nm = served
+    nm.listen()
+    link = up(nm, "lan", "connection.zone", "home")
+    nm.wait_zone(link.name, "home")
+    nm.wait_reachable(link)
+    port_8080 = [{"kind": "tcp", "address": a, "port": 8080} for a in (link.ipv4, link.ipv6)]
+    for reload in (lambda: call(nm, f"{MAIN}.reload"), lambda: nm.nm_zones("reload")):
+        nm.nm_zones("allow", "8080/tcp", "--interface", link.name)
+        nm.nm_zones("allow", "9090/tcp", "--zone", "dmz")  # reaches no interface
+        assert nm.probe(port_8080) == ["accepted"] * 2
+        reload()
+        assert nm.state()["allowances"] == []
+        assert nm.probe(port_8080) == ["rejected"] * 2
+        assert nm.probe(specs(link)) == HOME

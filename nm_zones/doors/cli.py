@@ -348,11 +348,7 @@ def cmd_reload(args) -> int:
             print(problem, file=sys.stderr)
         engine.degraded = True
 
-    def action(state) -> None:
-        state.allowances = []  # runtime allowances (nm-zones allow) end with a reload
-        engine.reload(state)
-
-    status = _run_changes(engine, action, DISABLED)
+    status = _run_changes(engine, engine.reload_everything, DISABLED)
     _tell_service_reloaded(report=status == EXIT_OK)
     return status
 

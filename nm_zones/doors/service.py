@@ -573,10 +573,11 @@ class ZoneService:
             await self.emit(NMZ_INTERFACE, "ZoneChanged", "a{ss}", (details,))
 
     async def reload(self) -> tuple:
-        await self._reload(fresh=False)
+        """firewalld's reload: the runtime allowances end too, as with `nm-zones reload`."""
+        await self._reload(fresh=False, everything=True)
         return ()
 
-    async def _reload(self, fresh: bool) -> list[str]:
+    async def _reload(self, fresh: bool, everything: bool = False) -> list[str]:
         """Re-apply what the config now says; `Reloaded` makes NetworkManager push the zone
         of every active device again."""
         if self.paths.disabled:
@@ -584,7 +585,7 @@ class ZoneService:
         engine = self.engine(fresh=fresh)
 
         def action():
-            self.locked(engine, engine.reload)
+            self.locked(engine, engine.reload_everything if everything else engine.reload)
 
         await self.run_engine(engine, action, "COMMAND_FAILED")
         await self.emit(MAIN_INTERFACE, "Reloaded")
