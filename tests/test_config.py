@@ -149,6 +149,13 @@ CASES = [
     ("ports: [22]\n", "ports[0]", "22 has no protocol (add one: 22/tcp or 22/udp)"),
     ("ports: [22/icmp]\n", "ports[0]", "unknown protocol 'icmp'"),
     ("ports: [ssh]\n", "ports[0]", "'ssh' is not a port (as in 22/tcp or 60000-61000/udp)"),
+    ("ports: [\uff18\uff10/tcp]\n", "ports[0]", "is not a port (ASCII digits only, as in 22/tcp)"),
+    ("ports: [8\u0660/tcp]\n", "ports[0]", "is not a port (ASCII digits only"),
+    (
+        "forward-ports:\n  - {port: 80/tcp, to-port: \uff18\uff10}\n",
+        "forward-ports[0].to-port",
+        "is not a port number (1-65535)",
+    ),
     ("ports: 22/tcp\n", "ports", "must be a list, as in ports: [ ... ]"),
     ("target: dorp\n", "target", "unknown target 'dorp' (did you mean 'drop'?)"),
     ("masquerade: yes please\n", "masquerade", "must be true or false, not 'yes please'"),

@@ -141,6 +141,42 @@ def test_what_the_zone_already_allows_is_said_once(lab):
     assert stored_allowances(lab) == []
 
 
+@pytest.mark.parametrize("zone", ["block", "drop"])
+def test_nothing_is_allowed_into_a_zone_that_lets_nobody_in(lab, zone):
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, zone)
+    before = probe(lab, [link])
+    for scope in (["--zone", zone], ["--interface", link.name], ["--zone", zone, "--permanent"]):
+        result = lab.nm_zones("allow", "8080/tcp", *scope, check=False)
+        assert result.returncode == 2, result
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and "which lets nobody in" in lines[0], lines
+        assert "another zone" in lines[0] and "nm-zones apply" in lines[0]
+    assert stored_allowances(lab) == []
+    assert not os.path.exists(os.path.join(lab.config_dir, "zones.d", f"{zone}.yaml"))
+    assert probe(lab, [link]) == before == [{"block": "rejected", "drop": "dropped"}[zone]] * 2
+
+
+@pytest.mark.parametrize(
+    "what, says",
+    [
+        ("\uff18\uff10/tcp", "is not a port (ASCII digits only, as in 22/tcp)"),
+        ("-1/tcp", "'-1/tcp' is not a port: ports are 1-65535"),
+        ("-1", "'-1' is not a port: ports are 1-65535"),
+    ],
+)
+def test_a_port_that_is_not_one_is_refused_in_one_line(lab, what, says):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "public")
+    for args in (["allow", what, "--zone", "public"], ["revoke", "--zone", "public", what]):
+        result = lab.nm_zones(*args, check=False)
+        assert result.returncode == 2, result
+        assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
+        assert "usage:" not in result.stderr
+    assert stored_allowances(lab) == []
+
+
 def test_without_a_scope_the_one_bound_interface_or_a_usage_error(lab):
     first, second = lab.add_link(), lab.add_link()
     lab.listen(tcp=(9090,), udp=())
@@ -351,7 +387,7 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "0s", "5x", "-3m", "1.5h", "400d", "m"])
+@pytest.mark.parametrize("text", ["", "0s", "5x", "-3m", "1.5h", "400d", "m", "\uff11\uff10m"])
 def test_bad_durations(text):
     with pytest.raises(UsageError):
         parse_duration(text)

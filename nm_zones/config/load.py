@@ -32,7 +32,7 @@ from .yamlsource import LocList, LocMap, read_yaml
 ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 EXEMPT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,15}\*?$")
-PORT = re.compile(r"^(\d+)(?:-(\d+))?/([A-Za-z]+)$")
+PORT = re.compile(r"^([0-9]+)(?:-([0-9]+))?/([A-Za-z]+)$")  # ASCII digits only
 
 ZONE_KEYS = (
     "description",
@@ -126,7 +126,9 @@ class _FileChecker:
             return None
         match = PORT.match(str(item).strip())
         if not match:
-            if re.fullmatch(r"\d+(-\d+)?", str(item).strip()):
+            if not str(item).isascii():  # full-width or other scripts' digits look alike
+                self.add(line, key, f"{item!r} is not a port (ASCII digits only, as in 22/tcp)")
+            elif re.fullmatch(r"[0-9]+(-[0-9]+)?", str(item).strip()):
                 self.add(line, key, f"{item!r} has no protocol (add one: {item}/tcp or {item}/udp)")
             else:
                 self.add(line, key, f"{item!r} is not a port (as in 22/tcp or 60000-61000/udp)")
@@ -300,7 +302,7 @@ def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort
     if to_port is not None:
         if (
             isinstance(to_port, bool)
-            or not str(to_port).isdigit()
+            or not (str(to_port).isascii() and str(to_port).isdigit())
             or not (1 <= int(str(to_port)) <= 65535)
         ):
             check.add(

@@ -26,7 +26,10 @@ def parse_duration(text: str) -> int:
     value = text.strip().lower()
     unit = value[-1:] if value[-1:] in UNITS else "s"
     number = value[:-1] if value[-1:] in UNITS else value
-    if not number.isdigit() or not 0 < int(number) * UNITS[unit] <= MAX_SECONDS:
+    if (
+        not (number.isascii() and number.isdigit())
+        or not 0 < int(number) * UNITS[unit] <= MAX_SECONDS
+    ):
         raise UsageError(
             f"--for {text!r}: give a duration such as 30s, 10m, 2h or 1d (at most 366d)"
         )
@@ -140,12 +143,32 @@ def run(engine: Engine, request: Request, state: State) -> None:
     """The change, under the state lock after engine.prepare; what it says goes with the
     engine's changes (printed by cli._run_changes)."""
     request.resolve(state)
+    if request.grant:
+        refuse_closed_zone(request)
     if request.permanent:
         _permanent(engine, request, state)
     elif request.grant:
         _allow(engine, request, state)
     else:
         _revoke(engine, request, state)
+
+
+def refuse_closed_zone(request: Request) -> None:
+    """A zone that refuses everyone (target reject or drop, nothing open: block, drop)
+    promises that nobody gets in; an allowance would quietly break that promise."""
+    zone = request.loaded.config.zones.get(request.zone)
+    if zone is None or zone.target not in ("reject", "drop"):
+        return
+    if zone.services or zone.ports or zone.protocols or zone.forward_ports:
+        return
+    where = f"{request.interface} is in zone {zone.name}" if request.interface else ""
+    where = where or f"zone {zone.name}"
+    move = request.interface or "IFACE"
+    raise UsageError(
+        f"{where}, which lets nobody in (target {zone.target}): nothing is allowed into it; "
+        f"allow it in another zone (--zone public) or move the interface there first "
+        f"(nm-zones apply {move} public)"
+    )
 
 
 def _say(engine: Engine, line: str) -> None:

@@ -957,8 +957,26 @@ def _add_system_commands(sub) -> None:
     )
 
 
+def _dash_port(argv: list[str]) -> str:
+    """A WHAT of allow or revoke that starts with '-' and a digit (`-1/tcp`): argparse would
+    take it for an option and print its usage; it is a port out of range, said in one line."""
+    if not argv or argv[0] not in ("allow", "revoke"):
+        return ""
+    for word in argv[1:]:
+        if word == "--":
+            return ""
+        if len(word) > 1 and word[0] == "-" and word[1].isdigit():
+            return f"{word!r} is not a port: ports are 1-65535, as in 8080/tcp or 60000-61000/udp"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    dash_port = _dash_port(argv)
+    if dash_port:
+        print(f"nm-zones: {dash_port}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
         return args.func(args)
