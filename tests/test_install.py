@@ -176,6 +176,9 @@ def test_install_refuses_code_root_does_not_control(tmp_path, how):
     assert result.returncode == 1
     assert result.stdout == "" and len(result.stderr.splitlines()) == 1
     assert "refusing to install" in result.stderr and why in result.stderr
+    assert len(result.stderr) < 600, result.stderr  # the top-most paths, and a count
+    if how == "owned by a user":
+        assert re.search(r"; and \d+ more below or beside them$", result.stderr.strip())
     assert not os.path.exists(root)
 
 

@@ -135,8 +135,25 @@ def untrusted_paths(folders: list[str], interpreter: str) -> list[str]:
             if parent == "/":
                 break
             parent = os.path.dirname(parent)
-    problems = [_untrusted(path, ancestor) for path, ancestor in checks.items()]
-    return sorted({problem for problem in problems if problem})
+    problems = {path: _untrusted(path, ancestor) for path, ancestor in checks.items()}
+    return sorted({problem for problem in problems.values() if problem})
+
+
+SHOWN_PROBLEMS = 3  # an install refusal stays one readable line
+
+
+def refusal_text(problems: list[str]) -> str:
+    """The first few problems, top-most paths first (a folder others own explains every
+    file in it), and how many more there are."""
+
+    def depth(problem: str) -> tuple:
+        path = problem.split(" ", 1)[0].rstrip(":")
+        return (path.count("/"), problem)
+
+    ordered = sorted(problems, key=depth)
+    shown = "; ".join(ordered[:SHOWN_PROBLEMS])
+    more = len(ordered) - SHOWN_PROBLEMS
+    return shown + (f"; and {more} more below or beside them" if more > 0 else "")
 
 
 def _stamped(text: str) -> str:
@@ -321,7 +338,7 @@ def install(root: str = "/") -> Outcome:
     if problems:
         raise PermissionError(
             "refusing to install: the hook would run code as root from paths root does not "
-            "control: " + "; ".join(problems)
+            "control: " + refusal_text(problems)
         )
     outcome = Outcome()
     hooks = _under(root, HOOKS_DIR)
