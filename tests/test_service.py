@@ -15,7 +15,7 @@ import pytest
 
 from tests.harness.lab import PYTHON, base_env, wait_for
 from tests.harness.nm_sandbox import NMSandbox
-from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, TRUSTED, WORK, specs
+from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, TRUSTED, WORK, connect_in_zone, specs
 
 ZONE = "org.fedoraproject.FirewallD1.zone"
 MAIN = "org.fedoraproject.FirewallD1"
@@ -666,10 +666,7 @@ def test_a_switch_to_a_broken_zone_fails_loudly_and_gets_the_shipped_one(served)
     """A typo in the admin's block.yaml: the interface gets shipped block, and every door
     says the call failed (firewalld's COMMAND_FAILED), the ZoneChanged signal included."""
     nm = served
-    nm.listen()
-    link = up(nm, "lan", "connection.zone", "trusted")
-    nm.wait_zone(link.name, "trusted")
-    nm.wait_reachable(link)
+    link = connect_in_zone(nm, "trusted")
     assert nm.probe(specs(link)) == TRUSTED
     nm.sh("mkdir -p /etc/nm-zones/zones.d")
     nm.sh("echo 'targte: reject' > /etc/nm-zones/zones.d/block.yaml")
@@ -700,10 +697,7 @@ def test_a_backend_change_is_followed_by_the_running_service(served):
     """`backend: nftables` and `nm-zones reload` move every rule; the service, asked to
     reload by the command and called again afterwards, keeps them there."""
     nm = served
-    nm.listen()
-    link = up(nm, "lan", "connection.zone", "home")
-    nm.wait_zone(link.name, "home")
-    nm.wait_reachable(link)
+    link = connect_in_zone(nm, "home")
     assert "rules held by: iptables" in nm.nm_zones("status").stdout
     nm.sh("mkdir -p /etc/nm-zones && echo 'backend: nftables' > /etc/nm-zones/nm-zones.yaml")
     moved = nm.nm_zones("reload", check=False)
@@ -724,10 +718,7 @@ def test_a_backend_change_is_followed_by_the_running_service(served):
 def test_the_bus_reload_ends_runtime_allowances_as_the_command_does(served):
     """firewalld's reload drops runtime changes; so do `nm-zones reload` and reload()."""
     nm = served
-    nm.listen()
-    link = up(nm, "lan", "connection.zone", "home")
-    nm.wait_zone(link.name, "home")
-    nm.wait_reachable(link)
+    link = connect_in_zone(nm, "home")
     port_8080 = [{"kind": "tcp", "address": a, "port": 8080} for a in (link.ipv4, link.ipv6)]
     for reload in (lambda: call(nm, f"{MAIN}.reload"), lambda: nm.nm_zones("reload")):
         nm.nm_zones("allow", "8080/tcp", "--interface", link.name)
