@@ -226,6 +226,25 @@ def test_a_hook_event_into_a_broken_zone_applies_its_shipped_definition(lab):
     assert everything_refused(lab, link) == REFUSED_EVERYWHERE
 
 
+@pytest.mark.both_backends
+def test_a_reload_into_a_broken_zone_applies_its_shipped_definition(lab):
+    link = lab.add_link()
+    lab.listen()
+    with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+        stream.write("default-zone: public\nconnections:\n  lan: trusted\n")
+    assert hook(lab, link.name, "up", CONNECTION_ID="lan", CONNECTION_UUID="u1").returncode == 0
+    assert everything_refused(lab, link) == ["accepted"] * 4
+    spoil_block(lab, "group-writable")
+    with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+        stream.write("default-zone: public\nconnections:\n  lan: block\n")
+    result = lab.nm_zones("reload", check=False)
+    assert result.returncode == 1
+    assert f"{link.name}: zone 'block' cannot be loaded" in result.stderr, result.stderr
+    assert "writable by group or others" in result.stderr
+    assert "using the shipped definition" in result.stderr
+    assert everything_refused(lab, link) == REFUSED_EVERYWHERE
+
+
 def test_broken_map_falls_back_to_the_shipped_map_degraded(lab):
     link = lab.add_link()
     with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
