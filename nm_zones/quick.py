@@ -41,6 +41,8 @@ def event_inputs(paths: Paths, env: dict) -> tuple | None:
         info = os.stat(filename)
     except OSError:
         return None
+    if info.st_uid != 0 or info.st_mode & 0o022:
+        return None  # not believed (resolve.read_keyfile): nmcli decides, every time
     profile = (
         env.get("CONNECTION_UUID", ""),
         env.get("CONNECTION_ID", ""),

@@ -272,6 +272,10 @@ def test_a_keyfile_others_own_or_may_write_decides_nothing(lab, tmp_path, owner,
     assert "asking nmcli instead" in result.stderr
     status = lab.nm_zones("status").stdout
     assert "vz1" in status and "trusted" not in status and "public" in status, status
+    # nor does its identity pin the next event's quick path: nmcli decides each time
+    from nm_zones.state import StateDir
+
+    assert StateDir(lab.state_dir).load().interfaces[link.name].inputs == ""
 
 
 @pytest.mark.both_backends
