@@ -34,6 +34,7 @@ from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
 REASON_NM = "nmcli connection.zone"
+REASON_DBUS = "D-Bus call"  # a caller named the zone (doors/service.py)
 IN_KERNEL = ("applied", "applying")  # binding states whose rules belong in the kernel
 FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
 ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
@@ -267,7 +268,7 @@ class Engine:
         """What is wrong with `zone` (as asked for) or the map ("" when nothing), warned
         about; None when the interface keeps the rules it has."""
         problems = [usable.problem] if usable.problem else []
-        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM):
+        if self.compiled.map_broken and reason not in (REASON_COMMAND, REASON_NM, REASON_DBUS):
             problems.append(f"connections map cannot be loaded ({self.compiled.map_broken})")
         if not problems:
             return ""
@@ -276,20 +277,21 @@ class Engine:
         # it) or only the map is broken; a switch to a broken zone gets its stand-in
         if old and old.status == "applied" and (old.zone == zone or not usable.problem):
             degraded = "; ".join([*problems, f"keeping its rules of zone {old.zone!r}"])
-            self._unfulfilled(interface, degraded, usable)
+            self._unfulfilled(interface, degraded, usable.problem or old.zone != zone)
             if old.degraded != degraded:
                 old.degraded = degraded
                 self.save(state)
             return None
         fallback = usable.fallback or "using the shipped map"
         degraded = "; ".join([*problems, fallback])
-        self._unfulfilled(interface, degraded, usable)
+        self._unfulfilled(interface, degraded, usable.problem)
         return degraded
 
-    def _unfulfilled(self, interface: str, degraded: str, usable) -> None:
-        """Said once, and remembered when it is the zone itself that could not be used."""
+    def _unfulfilled(self, interface: str, degraded: str, failed) -> None:
+        """Said once, and remembered when the interface did not get the zone as configured
+        (`failed`: the zone could not be used, or its old rules of another zone stay)."""
         self.warn(f"{interface}: {degraded}")
-        if usable.problem:
+        if failed:
             self.unfulfilled[interface] = f"{interface}: {degraded}"
 
     def _record_unchanged(

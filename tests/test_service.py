@@ -688,6 +688,10 @@ def test_a_switch_to_a_broken_zone_fails_loudly_and_gets_the_shipped_one(served)
     assert nm.probe(specs(link)) == BLOCK
     rows = call(nm, "org.nm_zones.Manager1.GetConnections")
     assert "'degraded': \"zone 'block' cannot be loaded" in rows, rows
+    # a broken connections map does not matter to a caller that names the zone
+    nm.sh("echo 'default-zone: [' > /etc/nm-zones/connections-map.yaml")
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "work", link.name) == "('work',)"
+    assert nm.probe(specs(link)) == WORK
 
 
 # -- the settings, changed under a running service -----------------------------------------

@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 
-from ..engine import Engine
+from ..engine import REASON_DBUS, Engine
 from ..errors import ConfigError, KernelError, UsageError
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
@@ -55,7 +55,6 @@ POLKIT_PATH = "/org/freedesktop/PolicyKit1/Authority"
 POLKIT_INTERFACE = "org.freedesktop.PolicyKit1.Authority"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 
-REASON_DBUS = "D-Bus call"
 # firewalld's unit, once enabled, has this alias: its presence means firewalld starts at boot
 FIREWALLD_ENABLED = "/etc/systemd/system/dbus-org.fedoraproject.FirewallD1.service"
 NAME_FLAG_DO_NOT_QUEUE = 4
