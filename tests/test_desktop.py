@@ -385,6 +385,40 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
     assert "Traceback" not in desktop.log("notify.log")
 
 
+def test_the_agent_says_a_switch_failed_instead_of_announcing_it(desk):
+    """A typo in the admin's block.yaml: the switch gets shipped block and fails, and the
+    agent says so instead of "now block"."""
+    nm = desk
+    home = f"/run/nmz-desktop/{USER}"
+    desktop = Desktop(nm, USER, dunstrc=DUNSTRC.format(home=home))
+    desktop.start()
+    desktop.dunst()
+    monitor = "interface='org.freedesktop.Notifications',member='Notify'"
+    desktop.background(desktop.as_user(["dbus-monitor", "--session", monitor]), "notify-calls.log")
+    desktop.program("nm_zones.desktop.notify", "notify.log")
+    wait_for(lambda: "listening" in desktop.log("notify.log"), 30, what="the agent")
+    link = up(nm, "lan", "connection.zone", "trusted")
+    nm.wait_zone(link.name, "trusted")
+    nm.sh(
+        "mkdir -p /etc/nm-zones/zones.d && echo 'targte: reject' > /etc/nm-zones/zones.d/block.yaml"
+    )
+    refused = nm.gdbus(
+        "org.fedoraproject.FirewallD1.zone.changeZoneOfInterface", "block", link.name
+    )
+    assert "COMMAND_FAILED" in refused.stderr, refused
+    said = wait_for(
+        lambda: next(
+            (c for c in notify_calls(desktop) if "could not be applied" in c["summary"]), None
+        ),
+        20,
+        what="the failure notification",
+    )
+    assert said["summary"] == "lan: zone block could not be applied as configured"
+    assert "cannot be loaded" in said["body"] and "using the shipped definition" in said["body"]
+    assert said["icon"] == "dialog-warning"
+    assert [c["summary"] for c in notify_calls(desktop)] == [said["summary"]]  # nothing else
+
+
 def notify_calls(desktop: Desktop) -> list[dict]:
     """Every Notify call dunst received, in order: app, icon, summary, body, actions (keys
     and labels, alternating) and the urgency hint, as dbus-monitor printed them."""
