@@ -135,8 +135,8 @@ def untrusted_paths(folders: list[str], interpreter: str) -> list[str]:
             if parent == "/":
                 break
             parent = os.path.dirname(parent)
-    problems = {path: _untrusted(path, ancestor) for path, ancestor in checks.items()}
-    return sorted({problem for problem in problems.values() if problem})
+    problems = [_untrusted(path, ancestor) for path, ancestor in checks.items()]
+    return sorted({problem for problem in problems if problem})
 
 
 SHOWN_PROBLEMS = 3  # an install refusal stays one readable line
