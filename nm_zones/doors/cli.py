@@ -635,7 +635,7 @@ def cmd_default_zone(args) -> int:
 
     engine = Engine(paths, use_cache=False)
     status = _run_changes(engine, engine.reload)
-    _tell_service_reloaded()
+    _tell_service_reloaded(report=status == EXIT_OK)
     return status
 
 
