@@ -425,7 +425,7 @@ def test_the_core_never_imports_gtk():
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
-def test_the_desktop_extra_declares_both_programs():
+def test_the_desktop_extra_declares_the_programs():
     import configparser
 
     setup = configparser.ConfigParser()
@@ -434,9 +434,11 @@ def test_the_desktop_extra_declares_both_programs():
     entry_points = setup["options.entry_points"]
     assert "nm-zones-settings = nm_zones.desktop.settings:main" in entry_points["gui_scripts"]
     assert "nm-zones-notify = nm_zones.desktop.notify:main" in entry_points["console_scripts"]
-    with open(os.path.join(REPO, "nm_zones", "desktop", "nm-zones-notify.desktop")) as stream:
-        autostart = stream.read()
-    assert "Exec=nm-zones-notify\n" in autostart and "Type=Application" in autostart
+    assert "nm-zones-tray = nm_zones.desktop.tray:main" in entry_points["console_scripts"]
+    for program in ("nm-zones-notify", "nm-zones-tray"):
+        with open(os.path.join(REPO, "nm_zones", "desktop", f"{program}.desktop")) as stream:
+            autostart = stream.read()
+        assert f"Exec={program}\n" in autostart and "Type=Application" in autostart
 
 
 def test_the_agent_installs_its_autostart_file(tmp_path):
