@@ -6,6 +6,7 @@ judged by probes from the peer host."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -383,6 +384,37 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
     )
     assert "Connected to Airport" not in desktop.log("notify-calls.log")
     assert "Traceback" not in desktop.log("notify.log")
+
+
+def test_the_window_and_the_agent_speak_the_users_language(desk):
+    nm = desk
+    desktop = Desktop(nm, USER)
+    desktop.start()
+    desktop.dunst()
+    monitor = "interface='org.freedesktop.Notifications',member='Notify'"
+    desktop.background(desktop.as_user(["dbus-monitor", "--session", monitor]), "notify-calls.log")
+    german = {"LANG": "de_DE.UTF-8"}
+    desktop.program("nm_zones.desktop.notify", "notify.log", env=german)
+    wait_for(lambda: "listening" in desktop.log("notify.log"), 30, what="the agent")
+
+    cafe = up(nm, "Cafe")
+    nm.wait_zone(cafe.name, "public")
+    summary = "Verbunden mit Cafe: Zone public (unbekanntes Netzwerk)"
+    calls = wait_for(
+        lambda: [c for c in notify_calls(desktop) if c["summary"] == summary],
+        20,
+        what=f"the German notification\n{desktop.log('notify-calls.log')}",
+    )
+    assert calls[0]["body"] == "Welche Zone soll dieses Netzwerk ab jetzt haben?"
+    assert calls[0]["actions"][:2] == ["home", "Zuhause"]
+
+    desktop.program("nm_zones.desktop.settings", "settings.log", env=german)
+    window = Window(desktop)
+    wait_for(
+        lambda: "Aktive Verbindungen" in json.dumps(window.tree(), ensure_ascii=False),
+        30,
+        what=f"the German window\n{desktop.log('settings.log')}",
+    )
 
 
 def notify_calls(desktop: Desktop) -> list[dict]:

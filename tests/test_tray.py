@@ -44,8 +44,8 @@ def sni(desktop: Desktop, *args: str, check: bool = True):
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def start_tray(desktop: Desktop) -> str:
-    desktop.program("nm_zones.desktop.tray", "tray.log")
+def start_tray(desktop: Desktop, env: dict[str, str] | None = None) -> str:
+    desktop.program("nm_zones.desktop.tray", "tray.log", env=env)
     items = wait_for(lambda: sni(desktop, "items"), 20,
                      what=f"the tray to register\n{desktop.log('tray.log')}")
     return items[0]
@@ -129,6 +129,19 @@ def test_a_connection_that_comes_up_appears_in_the_menu(host):
     menu = connection_menu(host, item, "office")
     assert menu is not None and zone_item(menu, "work").get("toggle-state") == 1
     assert "office: work" in sni(host, "props", item)["ToolTip"][3]
+
+
+def test_the_menu_speaks_the_users_language(host):
+    nm = host.nm
+    link = up(nm, "lan")
+    nm.wait_zone(link.name, "public")
+    item = start_tray(host, env={"LANG": "de_DE.UTF-8"})
+    menu = wait_for(lambda: connection_menu(host, item, "lan"), 10, what="lan in the menu")
+    assert menu["label"] == "lan: Öffentlich"
+    labels = [entry.get("label") for entry in sni(host, "layout", item)["root"]["children"]]
+    assert {"Einstellungen …", "Benachrichtigungen"} <= set(labels), labels
+    assert {"Zuhause", "Sperren"} <= {entry["label"] for entry in menu["children"]}
+    assert sni(host, "props", item)["ToolTip"][2] == "Netzwerkzonen"
 
 
 # -- the menu as data, without a bus --------------------------------------------------------

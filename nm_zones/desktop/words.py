@@ -4,9 +4,16 @@ GLib: the tray's menu is built from them in tests that have no PyGObject."""
 from __future__ import annotations
 
 import gettext
+import os
 
 DOMAIN = "nm-zones"
-_ = gettext.translation(DOMAIN, fallback=True).gettext
+# The catalogs of a pip install are in the package (nm_zones/locale); a distribution's
+# package moves them to the system's locale folder, where gettext looks by default.
+PACKAGE_LOCALE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "locale")
+_ = gettext.translation(
+    DOMAIN, localedir=PACKAGE_LOCALE if os.path.isdir(PACKAGE_LOCALE) else None, fallback=True
+).gettext
 
 # the reasons the engine gives a connection that has no zone of its own
 DEFAULT_REASONS = ("default for wired", "default for wireless", "default-zone")
