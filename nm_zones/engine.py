@@ -26,7 +26,7 @@ from .digest import fingerprint
 from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
 from .log import Change, record, to_syslog
-from .paths import Paths
+from .paths import Paths, config_fingerprint
 from .resolve import REASON_SHARED, Connection, decide_zone
 from .ruleset.cache import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
@@ -375,11 +375,22 @@ class Engine:
     def begin(self, state: State) -> bool:
         """What every run does first, under the state lock: while nm-zones is disabled, it
         finishes an interrupted disable and says False; else prepare(), and True."""
+        self._follow_config()
         if self.paths.disabled:
             self.finish_disable(state)
             return False
         self.prepare(state)
         return True
+
+    def _follow_config(self) -> None:
+        """A config read before the lock (a resident service's, a command's check) that
+        changed while this run waited is read again, with the backend its settings name:
+        otherwise a run that waited behind `reload` would move the rules back to the backend
+        the old settings named. Nothing is committed yet, so nothing is lost."""
+        if self._compiled is None:
+            return
+        if self._compiled.key[2] != config_fingerprint(self.paths):
+            self._compiled, self._backend, self._catchall_checked = None, None, False
 
     def prepare(self, state: State) -> None:
         """What every run that changes anything does first, under the state lock: the kernel

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from nm_zones.backends.nftables.backend import parse_listing
-from tests.harness.lab import PYTHON
+from tests.harness.lab import PYTHON, wait_for
 from tests.test_plan import CUSTOM_ZONE, ZONES
 
 pytestmark = pytest.mark.parametrize("backend", ["nftables"])
@@ -216,3 +216,68 @@ def test_a_run_of_several_transactions_records_the_table_as_it_is(lab):
     status = lab.nm_zones("status", check=False)
     assert status.returncode == 0, status.stdout
     assert "changed by another program" not in status.stdout
+
+
+HOLD_AND_RELOAD = """
+import sys
+from nm_zones.engine import Engine
+from nm_zones.paths import Paths
+engine = Engine(Paths.from_environment(), use_cache=False)
+with engine.state_dir.locked():
+    print("locked", flush=True)
+    sys.stdin.readline()  # the other run now waits for the lock; the settings changed
+    state = engine.state_dir.load()
+    engine.begin(state)
+    engine.reload_everything(state)
+print("".join(str(change) + "\\n" for change in engine.changes), end="", flush=True)
+"""
+
+
+def has_open(pid: int, path: str) -> bool:
+    """Whether process `pid` has `path` open (nm-zones opens its lock file, then polls)."""
+    folder = f"/proc/{pid}/fd"
+    try:
+        return any(os.readlink(os.path.join(folder, fd)) == path for fd in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def test_a_run_that_waited_behind_a_backend_move_does_not_move_the_rules_back(lab):
+    """`nm-zones apply` read the settings (iptables), then waited for the state lock while
+    a reload moved every rule to nftables: it follows the settings as they are now."""
+    import subprocess
+
+    link = lab.add_link()
+    lab.listen()
+    write(lab, "nm-zones.yaml", "backend: iptables\n")
+    lab.nm_zones("apply", link.name, "home")
+    enter = ["ip", "netns", "exec", lab.zoned]
+    holder = subprocess.Popen(
+        [*enter, PYTHON, "-c", HOLD_AND_RELOAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=lab.env(),
+    )
+    lab.processes.append(holder)
+    assert holder.stdout.readline().strip() == "locked"
+    waiting = subprocess.Popen(
+        [*enter, PYTHON, "-m", "nm_zones", "apply", link.name, "work"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=lab.env(),
+    )
+    lab.processes.append(waiting)
+    lock = os.path.join(lab.state_dir, "lock")
+    wait_for(lambda: has_open(waiting.pid, lock), 20, what="apply to wait for the state lock")
+    write(lab, "nm-zones.yaml", "backend: nftables\n")
+    moved, _ = holder.communicate("go\n", timeout=60)
+    assert "*: iptables -> nftables (rules moved to another backend)" in moved, moved
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert out == f"{link.name}: home -> work (command line)\n"
+    assert "nmz" not in lab.save("ipv4") + lab.save("ipv6")
+    assert f"nmz-if-{link.name}-in" in lab.nft_table()
+    assert "rules held by: nftables" in lab.nm_zones("status").stdout
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
