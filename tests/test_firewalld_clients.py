@@ -398,3 +398,23 @@ def test_an_explicit_binding_claims_an_exempt_interface(sandbox):
     assert call(nm, f"{ZONE}.removeInterface", "libvirt", "virbr9") == "('libvirt',)"
     assert zone_of(nm, "virbr9") == "('',)"
     assert nm.nm_zones("status", "virbr9").stdout.startswith("virbr9: exempt")
+
+
+def test_dockerd_creates_its_zone_when_none_is_shipped(sandbox, docker, tmp_path):
+    """Without a shipped `docker` zone, Docker adds one (config.addZone, its settings sent as
+    variants) and reloads: the zone is an admin's zone file like any other."""
+    from nm_zones.paths import Paths
+
+    nm = sandbox
+    shipped = os.path.join(Paths.from_environment().shipped, "zones.d")
+    copy = str(tmp_path / "zones.d")
+    shutil.copytree(shipped, copy)
+    os.unlink(os.path.join(copy, "docker.yaml"))
+    nm.run(["mount", "--bind", copy, os.path.realpath(shipped)])  # in the sandbox only
+    nm.serve()
+    assert "'docker'" not in call(nm, f"{ZONE}.getZones")
+    docker.start()
+    assert "Firewalld: creating docker zone" in docker.full_text()
+    written = nm.sh("cat /etc/nm-zones/zones.d/docker.yaml").stdout
+    assert "target: accept" in written and "zone for docker bridge" in written, written
+    wait_for(lambda: zone_of(nm, "docker0") == "('docker',)", 20, what="docker0 in zone docker")
