@@ -200,6 +200,13 @@ def lan(nm):
     return link
 
 
+def assert_zone_decides(nm, link) -> None:
+    """The LAN's zone (public) still decides for it: ssh open, another listening port closed."""
+    nm.listen(tcp=(22, 9090), udp=())
+    probes = [{"kind": "tcp", "address": link.ipv4, "port": port} for port in (22, 9090)]
+    assert nm.probe(probes) == ["accepted", "rejected"]
+
+
 @pytest.mark.both_backends
 def test_dockerd_started_after_serve_works_through_it(sandbox, docker, tmp_path):
     nm = sandbox
@@ -223,7 +230,7 @@ def test_dockerd_started_after_serve_works_through_it(sandbox, docker, tmp_path)
     docker_works(nm, docker, link)
     assert nm.nm_zones("status", check=False).returncode == 0  # nothing counted as tampering
     # nm-zones' own rules still decide for the interfaces it binds
-    assert nm.probe([{"kind": "tcp", "address": link.ipv4, "port": 631}]) == ["rejected"]
+    assert_zone_decides(nm, link)
 
 
 @pytest.mark.both_backends
@@ -418,3 +425,30 @@ def test_dockerd_creates_its_zone_when_none_is_shipped(sandbox, docker, tmp_path
     written = nm.sh("cat /etc/nm-zones/zones.d/docker.yaml").stdout
     assert "target: accept" in written and "zone for docker bridge" in written, written
     wait_for(lambda: zone_of(nm, "docker0") == "('docker',)", 20, what="docker0 in zone docker")
+
+
+def test_docker_in_legacy_tables_beside_nm_zones_is_never_repaired(sandbox, docker, tmp_path):
+    """The system's iptables made the legacy variant (in the sandbox's /etc only): Docker's
+    chains and its jumps in FORWARD share x_tables with nm-zones' (backend iptables). They
+    are not nm-zones' rules: no rebuild, no tampering reported, through reloads."""
+    nm = sandbox
+    for tool in ("iptables", "ip6tables"):
+        nm.run(["ln", "-sfn", f"/usr/sbin/{tool}-legacy", f"/etc/alternatives/{tool}"])
+    assert "legacy" in nm.run(["iptables", "--version"]).stdout
+    link = lan(nm)
+    nm.serve()
+    docker.start()
+    image(docker, str(tmp_path))
+    peer_web(nm, str(tmp_path))
+    docker.docker("run", "-d", "-p", "8080:80", "bb", "/bin/httpd", "-f", "-p", "80", "-h", "/www")
+    docker_works(nm, docker, link)
+    forward = [line for line in nm.save().splitlines() if line.startswith("-A FORWARD ")]
+    assert "-A FORWARD -j DOCKER-USER" in forward and "-A FORWARD -j nmz-forward" in forward
+    for _ in range(2):
+        call(nm, f"{MAIN}.reload")
+        assert nm.nm_zones("reload", check=False).returncode == 0
+        docker_works(nm, docker, link)
+    status = nm.nm_zones("status", check=False)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "changed by another program" not in nm.logs()
+    assert_zone_decides(nm, link)
