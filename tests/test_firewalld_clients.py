@@ -7,6 +7,8 @@ and /etc overlays) with its data, exec root, pid file and socket under the test'
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import shutil
 import subprocess
@@ -25,6 +27,7 @@ CONFIG = "org.fedoraproject.FirewallD1.config"
 CONFIG_PATH = "/org/fedoraproject/FirewallD1/config"
 
 
+CGROUP_PARENT = "nmz-test-docker"  # the containers' cgroups, removed after each test
 # The sandbox mounts a fresh sysfs on /sys, which hides this machine's cgroup mounts: runc
 # needs them back (the same kernel hierarchies, mounted again in the sandbox's mount
 # namespace; each container's cgroup goes when the container does).
@@ -81,6 +84,7 @@ class Docker:
                     f"--host={self.socket}",
                     "--storage-driver=vfs",
                     "--exec-opt=native.cgroupdriver=cgroupfs",
+                    f"--cgroup-parent=/{CGROUP_PARENT}",
                     "--userland-proxy=false",
                 ],
                 stdout=log,
@@ -100,9 +104,19 @@ class Docker:
         return self.docker("info", check=False).returncode == 0
 
     def stop(self) -> None:
+        """Containers, then the daemon, then the (empty) cgroups they leave in the kernel."""
         if self.process and self.process.poll() is None:
+            running = self.docker("ps", "-aq", check=False).stdout.split()
+            if running:
+                self.docker("rm", "-f", *running, check=False)
             self.process.terminate()
             self.process.wait(30)
+        for folder in glob.glob(f"/sys/fs/cgroup/*/{CGROUP_PARENT}"):
+            for child in glob.glob(f"{folder}/*/"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(child)
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
     def docker(self, *args: str, check: bool = True, input_text: str | None = None):
         return self.nm.run(
@@ -361,6 +375,13 @@ def test_config_add_zone_writes_a_real_zone(sandbox):
     settings = call_at(nm, path, f"{CONFIG}.zone.getSettings")
     assert "'web', 'for the web', false, 'ACCEPT', ['ssh'], [('8080', 'tcp')]" in settings
     assert "[('80', 'tcp', '8080', '')]" in settings
+    as_dict = call_at(nm, path, f"{CONFIG}.zone.getSettings2")
+    assert "'target': <'ACCEPT'>" in as_dict and "'masquerade': <true>" in as_dict, as_dict
+    introspect = "org.freedesktop.DBus.Introspectable.Introspect"
+    assert 'name="getSettings2"' in call_at(nm, path, introspect)
+    assert 'name="addZone"' in call_at(nm, CONFIG_PATH, introspect)
+    assert "'ssh'" in call_at(nm, CONFIG_PATH, f"{CONFIG}.getServiceNames")
+    assert "/config/service/" in call_at(nm, CONFIG_PATH, f"{CONFIG}.listServices")
     rich = SETTINGS.replace("@as [], @as [], @a(ss)", "['rule family=ipv4 accept'], @as [], @a(ss)")
     refused = error_at(nm, path, f"{CONFIG}.zone.update", rich)
     assert "INVALID_RULE: rules_str" in refused and "nm-zones has no rich rules" in refused
