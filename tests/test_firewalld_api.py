@@ -197,3 +197,21 @@ def test_object_numbers_stay_with_their_zone():
     assert numbers.path("zone", "public") == first
     assert numbers.name(first) == ("zone", "public")
     assert numbers.name(f"{firewalld_config.CONFIG_PATH}/zone/99") is None
+
+
+def test_the_direct_action_is_installed_and_never_kept(tmp_path):
+    """`nm-zones install` (and the Debian package, from the same file) ships
+    org.nm-zones.direct with auth_admin: each passthrough by a user asks again."""
+    import subprocess
+    import sys
+
+    from tests.harness.lab import base_env
+
+    root = str(tmp_path / "image")
+    run = [sys.executable, "-m", "nm_zones", "install", "--root", root]
+    result = subprocess.run(run, env=base_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    actions = ElementTree.parse(f"{root}/usr/share/polkit-1/actions/org.nm-zones.policy")
+    direct_action = next(a for a in actions.iter("action") if a.get("id") == direct.ACTION_DIRECT)
+    defaults = {d.tag: d.text for d in direct_action.find("defaults")}
+    assert set(defaults.values()) == {"auth_admin"}
