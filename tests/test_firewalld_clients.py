@@ -18,7 +18,7 @@ import pytest
 from tests.harness.lab import base_env, wait_for
 from tests.harness.nm_sandbox import NMSandbox
 from tests.test_nm import NEEDS_NM
-from tests.test_service import MAIN, ZONE, call, error, reload_bus_config
+from tests.test_service import MAIN, ZONE, call, error, reload_bus_config, service_pid
 
 NEEDS_DOCKER = not shutil.which("dockerd") or not os.path.exists("/bin/busybox")
 DIRECT = "org.fedoraproject.FirewallD1.direct"
@@ -245,6 +245,13 @@ def test_dockerd_started_after_serve_works_through_it(sandbox, docker, tmp_path)
     assert nm.nm_zones("status", check=False).returncode == 0  # nothing counted as tampering
     # nm-zones' own rules still decide for the interfaces it binds
     assert_zone_decides(nm, link)
+    # serve restarted while Docker runs: Docker re-applies its rules when the name comes back
+    nm.run(["kill", str(service_pid(nm))])
+    wait_for(lambda: not nm.name_owned(), 10, what="the name to be free")
+    nm.serve()
+    assert zone_of(nm, "docker0") == "('docker',)"
+    docker_works(nm, docker, link)
+    assert docker.process.poll() is None
 
 
 @pytest.mark.both_backends
