@@ -25,6 +25,7 @@ from .common import (
     placed,
     reason_text,
     remember_placed,
+    run_until_signalled,
     zone_label,
 )
 
@@ -242,11 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     except GLib.Error as error:
         print(f"nm-zones-notify: cannot reach a bus: {error.message}", file=sys.stderr)
         return 1
-    loop = GLib.MainLoop()
-    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 15, loop.quit)
-    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 2, loop.quit)
-    say("listening")
-    loop.run()
+    run_until_signalled(lambda: say("listening"))
     return 0
 
 
