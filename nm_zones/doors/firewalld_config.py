@@ -19,7 +19,11 @@ from __future__ import annotations
 import os
 import tempfile
 
+import yaml
+
+from ..config.load import ZONE_NAME, load_zone
 from ..config.model import Zone
+from ..files import write_atomically
 from .busapi import FirewallError
 
 CONFIG_PATH = "/org/fedoraproject/FirewallD1/config"
@@ -236,8 +240,6 @@ def _forward_port(port: str, protocol: str, to_port: str, to_addr: str) -> dict:
 
 
 def zone_text(name: str, document: dict[str, object]) -> str:
-    import yaml
-
     header = f"# zone {name}: written by nm-zones serve for a firewalld client (config object)\n"
     body = yaml.safe_dump(document, default_flow_style=None, sort_keys=False) if document else ""
     return header + body
@@ -246,9 +248,6 @@ def zone_text(name: str, document: dict[str, object]) -> str:
 def write_zone(paths, name: str, text: str, services: dict, exists: bool) -> str:
     """Validate `text` as zone `name` with nm-zones' loader, then write it to the admin's
     zones.d atomically; the path written. FirewallError (firewalld's codes) when it cannot."""
-    from ..config.load import ZONE_NAME, load_zone
-    from ..files import write_atomically
-
     if not ZONE_NAME.match(name):
         raise FirewallError(
             "INVALID_NAME", f"'{name}': 1-17 letters, digits, '-' or '_' make a zone name"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+from ..config.load import load
 from .busapi import ACTION_CONFIGURE, FirewallError, child_introspection
 from .firewalld_config import (
     CONFIG_INTERFACE,
@@ -127,8 +128,6 @@ class ConfigObjects:
         return ([self.numbers.path("service", name) for name in names],)
 
     async def _loaded(self):
-        from ..config.load import load
-
         return await asyncio.to_thread(load, self.service.paths)
 
     async def _zone(self, name: str):

@@ -29,6 +29,7 @@ from ..engine import REASON_DBUS, Engine
 from ..errors import ConfigError, KernelError, UsageError
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
+from . import firewalld_props as props
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -43,7 +44,8 @@ from .busapi import (
     FirewallError,
     child_introspection,
 )
-from .direct import ACTION_DIRECT, DIRECT_INTERFACE
+from .direct import ACTION_DIRECT, DIRECT_INTERFACE, passthrough
+from .direct import introspection as direct_introspection
 from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
 
@@ -490,8 +492,6 @@ class ZoneService:
     # -- firewalld's direct interface (doors/direct.py) -------------------------------------
 
     async def passthrough(self, ipv: str, args: list[str]) -> tuple:
-        from .direct import passthrough
-
         return (await asyncio.to_thread(passthrough, ipv, args),)
 
     async def no_passthroughs(self) -> tuple:
@@ -737,7 +737,6 @@ class ZoneService:
 
 def properties_methods() -> dict:
     """org.freedesktop.DBus.Properties on the main object (doors/firewalld_props.py)."""
-    from . import firewalld_props as props
 
     async def get(interface: str, name: str) -> tuple:
         return (props.get(interface, name),)
@@ -760,9 +759,6 @@ def firewalld_introspection(base: str) -> str:
     """The main object's introspection with what firewalld's clients use besides
     NetworkManager's calls: the properties, zone.getInterfaces/queryInterface, the direct
     interface, and the config object below."""
-    from .direct import introspection as direct_xml
-    from .firewalld_props import with_properties
-
     zone_opening = f'<interface name="{ZONE_INTERFACE}">\n'
     extra_zone = (
         '    <method name="getInterfaces"><arg name="zone" type="s" direction="in"/>'
@@ -772,8 +768,8 @@ def firewalld_introspection(base: str) -> str:
         "</method>\n"
     )
     xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
-    xml = xml.replace("</node>", f'{direct_xml()}  <node name="config"/>\n</node>', 1)
-    return with_properties(xml)
+    xml = xml.replace("</node>", f'{direct_introspection()}  <node name="config"/>\n</node>', 1)
+    return props.with_properties(xml)
 
 
 class NotAuthorized(Exception):
