@@ -421,18 +421,31 @@ def test_config_add_zone_writes_a_real_zone(sandbox):
     assert nm.sh("ls /etc/nm-zones/zones.d").stdout.split() == ["web.yaml"]
 
 
+@pytest.mark.both_backends
 def test_an_explicit_binding_claims_an_exempt_interface(sandbox):
+    """virbr9 (exempt-interfaces: virbr*) is left alone until a caller binds it, as libvirt
+    does: then its zone's rules apply, through reloads, until removeInterface."""
     nm = sandbox
     nm.serve()
-    nm.run(["ip", "link", "add", "virbr9", "type", "bridge"])
+    link = nm.add_veth("virbr9")  # NetworkManager manages only ethz*: configured by hand
+    nm.run(["ip", "address", "add", f"{link.ipv4}/24", "dev", "virbr9"])
+    nm.run(["ip", "link", "set", "virbr9", "up"])
+    nm.listen(tcp=(22, 9090), udp=())
+    probes = [{"kind": "tcp", "address": link.ipv4, "port": port} for port in (22, 9090)]
+    wait_for(lambda: nm.probe(probes) == ["accepted", "accepted"], 10, what="virbr9 exempt")
     assert zone_of(nm, "virbr9") == "('',)"
     assert call(nm, f"{ZONE}.changeZoneOfInterface", "libvirt", "virbr9") == "('libvirt',)"
     assert zone_of(nm, "virbr9") == "('libvirt',)"
+    assert call(nm, f"{ZONE}.queryInterface", "libvirt", "virbr9") == "(true,)"
+    assert nm.probe(probes) == ["accepted", "rejected"]  # libvirt: ssh, not the rest
     call(nm, f"{MAIN}.reload")
+    assert nm.nm_zones("reload", check=False).returncode == 0
     assert zone_of(nm, "virbr9") == "('libvirt',)"
+    assert nm.probe(probes) == ["accepted", "rejected"]
     assert call(nm, f"{ZONE}.removeInterface", "libvirt", "virbr9") == "('libvirt',)"
     assert zone_of(nm, "virbr9") == "('',)"
     assert nm.nm_zones("status", "virbr9").stdout.startswith("virbr9: exempt")
+    assert nm.probe(probes) == ["accepted", "accepted"]
 
 
 def test_dockerd_creates_its_zone_when_none_is_shipped(sandbox, docker, tmp_path):
