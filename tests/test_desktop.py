@@ -461,6 +461,10 @@ def test_the_agent_obeys_only_the_notification_server_and_escapes_names(desk, tm
         10,
         what="dunst to show it",
     )
+    # the settings window shows the name escaped the same way (its rows read markup)
+    desktop.program("nm_zones.desktop.settings", "settings.log")
+    row = Window(desktop).wait_row(HOSTILE_SHOWN, "Public")
+    assert row["description"] == f"{HOSTILE_SHOWN} on {link.name}: zone public"
 
     # another client of the session bus "clicks" Home: first as itself...
     desktop.run([desktop.python, "-c", SPOOF, "as-itself"])
