@@ -2,7 +2,8 @@
 profile chooses them), the arguments of D-Bus calls (any local user sends them).
 
 One representation for every door: `status`, the service's log lines and error replies, the
-agent's notifications and the settings window escape the same characters the same way.
+agent's notifications, the tray and the settings window escape the same characters the same
+way.
 """
 
 from __future__ import annotations

@@ -540,6 +540,37 @@ def test_notification_bodies_are_escaped_for_markup_too():
     assert body == "&lt;b&gt;Evil&lt;/b&gt; &amp; Co\\u202eexe.txt\\nline 2"
 
 
+def test_the_window_and_the_agent_speak_the_users_language(desk):
+    nm = desk
+    desktop = Desktop(nm, USER)
+    desktop.start()
+    desktop.dunst()
+    monitor = "interface='org.freedesktop.Notifications',member='Notify'"
+    desktop.background(desktop.as_user(["dbus-monitor", "--session", monitor]), "notify-calls.log")
+    german = {"LANG": "de_DE.UTF-8"}
+    desktop.program("nm_zones.desktop.notify", "notify.log", env=german)
+    wait_for(lambda: "listening" in desktop.log("notify.log"), 30, what="the agent")
+
+    cafe = up(nm, "Cafe")
+    nm.wait_zone(cafe.name, "public")
+    summary = "Verbunden mit Cafe: Zone public (unbekanntes Netzwerk)"
+    calls = wait_for(
+        lambda: [c for c in notify_calls(desktop) if c["summary"] == summary],
+        20,
+        what=f"the German notification\n{desktop.log('notify-calls.log')}",
+    )
+    assert calls[0]["body"] == "Welche Zone soll dieses Netzwerk ab jetzt haben?"
+    assert calls[0]["actions"][:2] == ["home", "Zuhause"]
+
+    desktop.program("nm_zones.desktop.settings", "settings.log", env=german)
+    window = Window(desktop)
+    wait_for(
+        lambda: "Aktive Verbindungen" in json.dumps(window.tree(), ensure_ascii=False),
+        30,
+        what=f"the German window\n{desktop.log('settings.log')}",
+    )
+
+
 def notify_calls(desktop: Desktop) -> list[dict]:
     """Every Notify call dunst received, in order: app, icon, summary, body, actions (keys
     and labels, alternating) and the urgency hint, as dbus-monitor printed them."""
@@ -580,7 +611,7 @@ def test_the_core_never_imports_gtk():
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
-def test_the_desktop_extra_declares_both_programs():
+def test_the_desktop_extra_declares_the_programs():
     import configparser
 
     setup = configparser.ConfigParser()
@@ -589,9 +620,11 @@ def test_the_desktop_extra_declares_both_programs():
     entry_points = setup["options.entry_points"]
     assert "nm-zones-settings = nm_zones.desktop.settings:main" in entry_points["gui_scripts"]
     assert "nm-zones-notify = nm_zones.desktop.notify:main" in entry_points["console_scripts"]
-    with open(os.path.join(REPO, "nm_zones", "desktop", "nm-zones-notify.desktop")) as stream:
-        autostart = stream.read()
-    assert "Exec=nm-zones-notify\n" in autostart and "Type=Application" in autostart
+    assert "nm-zones-tray = nm_zones.desktop.tray:main" in entry_points["console_scripts"]
+    for program in ("nm-zones-notify", "nm-zones-tray"):
+        with open(os.path.join(REPO, "nm_zones", "desktop", f"{program}.desktop")) as stream:
+            autostart = stream.read()
+        assert f"Exec={program}\n" in autostart and "Type=Application" in autostart
 
 
 def test_the_agent_installs_its_autostart_file(tmp_path):

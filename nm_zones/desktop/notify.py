@@ -31,6 +31,7 @@ from .common import (
     placed,
     reason_text,
     remember_placed,
+    run_until_signalled,
     zone_label,
 )
 
@@ -211,11 +212,11 @@ class Agent:
         for choice in LIKELY_ZONES:
             actions += [choice, zone_label(choice)]
 
-        def shown(number: int, server: str) -> None:
+        def numbered(number: int, server: str) -> None:
             if number and server:
                 self.asking[number] = (change, server)
 
-        self.notifier.notify(summary, body, icon, actions, URGENCY_NORMAL, shown)
+        self.notifier.notify(summary, body, icon, actions, URGENCY_NORMAL, numbered)
 
     def on_action(self, sender: str, number: int, key: str) -> None:
         """A choice, from the notification server that owns the name now (Notifier); it
@@ -300,11 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     except GLib.Error as error:
         print(f"nm-zones-notify: cannot reach a bus: {error.message}", file=sys.stderr)
         return 1
-    loop = GLib.MainLoop()
-    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 15, loop.quit)
-    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 2, loop.quit)
-    say("listening")
-    loop.run()
+    run_until_signalled(lambda: say("listening"))
     return 0
 
 
