@@ -15,25 +15,59 @@ import pytest
 from nm_zones.desktop import traymenu as tray
 from tests.harness.desktop import Desktop, desktop_python
 from tests.harness.lab import HARNESS, wait_for
-from tests.test_desktop import GRANT, USER, grant, up
+from tests.test_desktop import GRANT, USER, grant, screenshot, up
 from tests.test_nm import HOME, PUBLIC, specs
 from tests.test_service import nm as served_sandbox  # noqa: F401 - a fixture, shared
 
 NEEDS_TRAY = desktop_python() is None or not shutil.which("status-notifier-watcher")
+# a real panel for the pictures: Xfce's, with only its tray (it hosts StatusNotifierItems)
+PANEL_CONFIG = """<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfce4-panel" version="1.0">
+  <property name="configver" type="int" value="2"/>
+  <property name="panels" type="array">
+    <value type="int" value="1"/>
+    <property name="panel-1" type="empty">
+      <property name="position" type="string" value="p=6;x=0;y=0"/>
+      <property name="length" type="uint" value="100"/>
+      <property name="position-locked" type="bool" value="true"/>
+      <property name="size" type="uint" value="32"/>
+      <property name="plugin-ids" type="array">
+        <value type="int" value="1"/>
+        <value type="int" value="2"/>
+      </property>
+    </property>
+  </property>
+  <property name="plugins" type="empty">
+    <property name="plugin-1" type="string" value="separator">
+      <property name="expand" type="bool" value="true"/>
+      <property name="style" type="uint" value="0"/>
+    </property>
+    <property name="plugin-2" type="string" value="systray">
+      <property name="square-icons" type="bool" value="true"/>
+    </property>
+  </property>
+</channel>
+"""
 
 
 @pytest.fixture
-def host(served_sandbox):  # noqa: F811 - the fixture imported above
-    """The service's sandbox, serving, with a desktop user whose session has a watcher."""
+def session(served_sandbox):  # noqa: F811 - the fixture imported above
+    """The service's sandbox, serving, with a desktop user's session (Xvfb, session bus)."""
     if NEEDS_TRAY:
         pytest.skip("needs PyGObject and status-notifier-watcher (see .ci/setup)")
     served_sandbox.serve()
     served_sandbox.add_user(USER, "netdev")
     desktop = Desktop(served_sandbox, USER)
     desktop.start()
-    desktop.background(desktop.as_user(["status-notifier-watcher"]), "watcher.log")
-    wait_for(lambda: sni(desktop, "items", check=False) is not None, 20, what="the watcher")
     return desktop
+
+
+@pytest.fixture
+def host(session):
+    """The session with the headless tray host, status-notifier-watcher."""
+    session.background(session.as_user(["status-notifier-watcher"]), "watcher.log")
+    wait_for(lambda: sni(session, "items", check=False) is not None, 20, what="the watcher")
+    return session
 
 
 def sni(desktop: Desktop, *args: str, check: bool = True):
@@ -46,9 +80,9 @@ def sni(desktop: Desktop, *args: str, check: bool = True):
 
 def start_tray(desktop: Desktop, env: dict[str, str] | None = None) -> str:
     desktop.program("nm_zones.desktop.tray", "tray.log", env=env)
-    items = wait_for(lambda: sni(desktop, "items"), 20,
+    items = wait_for(lambda: sni(desktop, "items", check=False), 20,
                      what=f"the tray to register\n{desktop.log('tray.log')}")
-    return items[0]
+    return items[0].split("/", 1)[0]  # Xfce's watcher lists "NAME/PATH"
 
 
 def connection_menu(desktop: Desktop, item: str, name: str) -> dict | None:
@@ -144,6 +178,57 @@ def test_the_menu_speaks_the_users_language(host):
     assert sni(host, "props", item)["ToolTip"][2] == "Netzwerkzonen"
 
 
+@pytest.mark.skipif(not shutil.which("xfce4-panel"), reason="needs xfce4-panel (see .ci/setup)")
+def test_a_real_panel_shows_the_item_and_its_menu(session, tmp_path):
+    """Xfce's panel (its own watcher) hosts the item under Xvfb: right-click opens the menu,
+    a connection's submenu lists the zones; the pictures are the README's
+    (NM_ZONES_SCREENSHOTS=docs)."""
+    host = session
+    nm = host.nm
+    home = up(nm, "Home LAN", "connection.zone", "home")
+    hotel = up(nm, "Hotel Wi-Fi")
+    nm.wait_zone(home.name, "home")
+    nm.wait_zone(hotel.name, "public")
+    xml = f"{host.home}/.config/xfce4/xfconf/xfce-perchannel-xml/xfce4-panel.xml"
+    nm.sh(f"mkdir -p $(dirname {xml})")
+    nm.run(["sh", "-c", f"cat > {xml}"], input_text=PANEL_CONFIG)
+    nm.sh(f"chown -R {USER} {host.home}/.config")
+    host.background(host.as_user(["xfce4-panel"]), "panel.log")
+    panel = host.window("--class", "xfce4-panel")
+    item = start_tray(host)  # registered with the panel's own watcher
+    wait_for(lambda: connection_menu(host, item, "Hotel Wi-Fi"), 10, what="the menu")
+    _id, x, y, width, height = panel
+    icon_x, icon_y = x + width - 16, y + height // 2
+
+    def drawn(name: str, geometry: str) -> bool:
+        """That part of the screen shows more than one background colour."""
+        shot = str(tmp_path / f"{name}.png")
+        host.screenshot(shot, "root", geometry)
+        colours = subprocess.run(["identify", "-format", "%k", shot], capture_output=True,
+                                 text=True, check=True).stdout
+        return int(colours) > 8
+
+    wait_for(lambda: drawn("icon", f"24x24+{icon_x - 12}+{icon_y - 12}"), 20, interval=0.5,
+             what="the item's icon in the panel")
+
+    def menu_shown() -> bool:
+        host.run(["xdotool", "mousemove", str(icon_x), str(icon_y), "click", "3"])
+        try:
+            wait_for(lambda: drawn("menu", f"120x60+{icon_x - 120}+{y + height + 2}"), 3,
+                     interval=0.3)
+        except AssertionError:
+            return False
+        return True
+
+    wait_for(menu_shown, 20, what=f"the panel's menu\n{host.log('panel.log')}")
+    right = x + width - 460
+    screenshot(host, tmp_path, "tray-menu.png", "root", f"460x150+{right}+{y}")
+    host.run(["xdotool", "mousemove", str(icon_x - 110), str(y + height + 40)])  # Hotel Wi-Fi
+    wait_for(lambda: drawn("submenu", f"60x60+{icon_x - 320}+{y + height + 60}"), 10,
+             interval=0.3, what="the submenu")
+    screenshot(host, tmp_path, "tray-zones.png", "root", f"460x320+{right}+{y}")
+
+
 # -- the menu as data, without a bus --------------------------------------------------------
 
 
@@ -157,6 +242,12 @@ def situation(**changes) -> tray.Situation:
     }
     values.update(changes)
     return tray.Situation(**values)
+
+
+def test_zones_are_listed_laxest_first():
+    assert tray.by_strictness(["public", "block", "mine", "trusted", "home"]) == (
+        "trusted", "home", "public", "mine", "block"
+    )
 
 
 def test_the_strictest_zone_decides_the_icon():

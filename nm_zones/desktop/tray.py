@@ -33,7 +33,16 @@ from .common import (
     service_error,
     set_notifications_enabled,
 )
-from .traymenu import Ids, Item, Situation, build_menu, icon_name, status, tooltip
+from .traymenu import (
+    Ids,
+    Item,
+    Situation,
+    build_menu,
+    by_strictness,
+    icon_name,
+    status,
+    tooltip,
+)
 
 WATCHER_NAME = "org.kde.StatusNotifierWatcher"
 WATCHER_PATH = "/StatusNotifierWatcher"
@@ -163,7 +172,7 @@ class Tray:
     def read(self) -> Situation:
         try:
             rows = self.service.read("GetConnections", "aa{ss}")
-            zones = tuple(sorted(self.service.read("GetZoneDescriptions", "a{ss}")))
+            zones = by_strictness(self.service.read("GetZoneDescriptions", "a{ss}"))
         except ServiceError as error:
             return Situation((), (), None, notifications_enabled(), str(error))
         connections = tuple(

@@ -66,6 +66,12 @@ class Situation:
     problem: str = ""  # the last refusal, until the next change
 
 
+def by_strictness(zones) -> tuple[str, ...]:
+    """Laxest first, as the menu lists them; zones of the admin's own after public."""
+    rank = {zone: index for index, zone in enumerate(STRICTNESS)}
+    return tuple(sorted(zones, key=lambda zone: (rank.get(zone, rank["public"] + 0.5), zone)))
+
+
 def strictest(zones) -> str:
     """The strictest of `zones` (by STRICTNESS; an unknown zone ranks as public)."""
     rank = {zone: index for index, zone in enumerate(STRICTNESS)}
