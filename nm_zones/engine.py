@@ -24,13 +24,20 @@ from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
 from .log import Change, record, to_syslog
 from .paths import Paths
-from .resolve import REASON_SHARED, Connection, decide_zone
+from .resolve import (
+    NOT_ALLOWED_MARK,
+    REASON_PROFILE,
+    REASON_SHARED,
+    Connection,
+    decide_zone,
+    read_connection,
+)
 from .ruleset.cache import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
-REASON_NM = "nmcli connection.zone"
+REASON_NM = REASON_PROFILE
 IN_KERNEL = ("applied", "applying")  # binding states whose rules belong in the kernel
 FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
 ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
@@ -590,7 +597,12 @@ class Engine:
                 continue
             connection = recorded_connection(binding)
             zone, reason = binding.zone, binding.reason
-            if reason in (REASON_NM, REASON_COMMAND, REASON_SHARED):  # NM holds these
+            profile = _profile_to_reread(binding)
+            if profile is not None:  # its zone may be allowed, or refused, by now
+                connection = profile
+                decision = self.decide(connection)
+                zone, reason = decision.zone, decision.reason
+            elif reason in (REASON_NM, REASON_COMMAND, REASON_SHARED):  # NM holds these
                 if zone not in self.known_zones():
                     self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
                     zone, reason = self.compiled.default_zone, "default-zone"
@@ -601,6 +613,18 @@ class Engine:
                 self.apply_interface(name, zone, reason, connection, state)
             except (KernelError, OSError) as error:
                 self.failed(name, state, error)
+
+
+def _profile_to_reread(binding: Binding) -> Connection | None:
+    """The profile of a binding its own zone decided, or one whose zone was refused (a
+    user-editable profile), read again from NetworkManager: the settings may allow or refuse
+    that zone now. None when it cannot be read (the binding keeps its zone, as before)."""
+    if not binding.connection_uuid or not (
+        binding.reason == REASON_NM or NOT_ALLOWED_MARK in binding.reason
+    ):
+        return None
+    connection = read_connection(binding.connection_uuid, binding.connection_id)
+    return connection if connection.found else None
 
 
 def allowed_for(state: State, interface: str, zone: str) -> tuple:

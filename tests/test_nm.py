@@ -12,7 +12,7 @@ import time
 import pytest
 
 from nm_zones.state import STATE_FILE
-from tests.harness.lab import REPO
+from tests.harness.lab import REPO, wait_for
 from tests.harness.nm_sandbox import NMSandbox
 
 HOOK = os.path.join(REPO, "dispatcher.d", "50-nm-zones")
@@ -82,6 +82,63 @@ def test_the_nftables_backend_under_the_real_networkmanager(nm):
     nm.nmcli("connection", "down", "lan")
     nm.wait_zone(link.name, None)
     assert f"nmz-if-{link.name}-" not in nm.sh("nft list table inet nm-zones").stdout
+
+
+LAX_FOR_USERS = "zone trusted not allowed for user-editable profiles"
+
+
+def write_settings(nm, text: str) -> None:
+    nm.sh("mkdir -p /etc/nm-zones")
+    nm.run(["sh", "-c", "cat > /etc/nm-zones/nm-zones.yaml"], input_text=text)
+
+
+def reconnect(nm, name: str, *settings: str) -> None:
+    """Change the profile and bring it up again: NetworkManager's events run the hook."""
+    nm.nmcli("connection", "modify", name, *settings)
+    nm.nmcli("connection", "up", name)
+
+
+def wait_both_families(nm, link) -> None:
+    """Both addresses answer (IPv6 comes a moment after IPv4, once DAD is done)."""
+    pings = [{"kind": "ping", "address": a} for a in (link.ipv4, link.ipv6)]
+    wait_for(lambda: "dropped" not in nm.probe(pings), 20, 0.2, f"{link.name} to answer")
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_a_profile_its_user_may_edit_cannot_choose_trusted(nm, backend):
+    """connection.permissions user:alice: alice may edit the profile, so its zone is only
+    honoured when user-profile-zones lists it (trusted is not shipped there)."""
+    write_settings(nm, f"backend: {backend}\n")
+    nm.add_user("alice")
+    link = nm.add_veth()
+    nm.listen()
+    owned = ("connection.permissions", "user:alice")
+    nm.add_connection(link, "lan", *owned, "connection.zone", "trusted")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "public")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == PUBLIC  # ssh answers, 8080 is refused
+    status = nm.nm_zones("status", link.name, check=False).stdout
+    assert f"zone public (default-zone; {LAX_FOR_USERS})" in status, status
+
+    reconnect(nm, "lan", "connection.zone", "work")  # a zone users may choose
+    nm.wait_zone(link.name, "work")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == WORK
+
+    reconnect(nm, "lan", "connection.zone", "trusted")
+    nm.wait_zone(link.name, "public")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == PUBLIC
+    write_settings(
+        nm,
+        f"backend: {backend}\nuser-profile-zones: [public, work, dmz, external, block, drop, "
+        "trusted]\n",
+    )
+    nm.nm_zones("reload")  # the admin allows trusted: the profile is read again
+    assert nm.zone_of(link.name) == "trusted"
+    assert nm.probe(specs(link)) == TRUSTED
+    assert "zone trusted (nmcli connection.zone)" in nm.nm_zones("status", link.name).stdout
 
 
 def test_assign_switches_an_active_connection_at_once(nm):
