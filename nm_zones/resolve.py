@@ -185,12 +185,12 @@ def decide_zone(connection: Connection, cmap, zones) -> Decision:
         allowed = settings.get("user-profile-zones", ())
         for zone, reason in candidates:
             if reason in USER_CHOSEN and zone not in allowed:
-                refused = refused or not_allowed(zone)
+                refused = refused or zone
         candidates = [c for c in candidates if c[1] not in USER_CHOSEN or c[0] in allowed]
     decision = _first(candidates, cmap, zones)
-    if refused:
-        decision.reason = f"{decision.reason}; {refused}"
-        warning = f"{refused} (user-profile-zones); using {decision.zone}"
+    if refused and decision.zone != refused:  # (the admin's map may give it all the same)
+        decision.reason = f"{decision.reason}; {not_allowed(refused)}"
+        warning = f"{not_allowed(refused)} (user-profile-zones); using {decision.zone}"
         decision.warning = "; ".join(filter(None, (warning, decision.warning)))
     return decision
 

@@ -141,6 +141,24 @@ def test_a_profile_its_user_may_edit_cannot_choose_trusted(nm, backend):
     assert "zone trusted (nmcli connection.zone)" in nm.nm_zones("status", link.name).stdout
 
 
+def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
+    """`nm-zones assign` is the admin's choice: the zone a user could not choose is kept by
+    the profile's UUID in the admin's map, so that it survives the next activation."""
+    nm.add_user("alice")
+    link = nm.add_veth()
+    uuid = nm.add_connection(link, "lan", "connection.permissions", "user:alice")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "public")
+    result = nm.nm_zones("assign", "lan", "trusted")
+    assert "ethz0: public -> trusted (map: uuid)" in result.stdout
+    assert "can be edited by non-admins" in result.stderr
+    assert f"'{uuid}': trusted" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
+    reconnect(nm, "lan", "ipv4.dns", "10.78.1.53")
+    nm.wait_zone(link.name, "trusted")
+    assert nm.state()["interfaces"][link.name]["reason"] == "map: uuid"
+    assert nm.nm_zones("check").returncode == 0
+
+
 def test_assign_switches_an_active_connection_at_once(nm):
     link = nm.add_veth()
     nm.listen()

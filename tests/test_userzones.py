@@ -125,3 +125,33 @@ def test_the_shipped_settings_file_says_what_the_defaults_are():
     shipped = os.path.join(SHIPPED_DIR, "nm-zones.yaml")
     settings, problems = load_settings(shipped)
     assert problems == [] and settings == Settings()
+
+
+def test_assign_keeps_a_refused_zone_in_the_admins_map_by_uuid(tmp_path):
+    """What `nm-zones assign` writes for a profile non-admins may edit (doors/nm.py)."""
+    from nm_zones.config.load import load_map
+    from nm_zones.config.mapfile import set_connection_zone
+    from nm_zones.errors import UsageError
+    from nm_zones.paths import Paths
+
+    paths = Paths(config=str(tmp_path), state=str(tmp_path / "run"))
+    shipped = os.path.join(SHIPPED_DIR, "connections-map.yaml")
+    path = set_connection_zone(paths, "u-1", "trusted")  # no admin map yet
+    set_connection_zone(paths, "u-2", "home")
+    set_connection_zone(paths, "u-1", "internal")  # replaces its entry
+    cmap = load_map(path, shipped)[0]
+    assert dict(cmap.connections) == {"u-1": "internal", "u-2": "home"}
+    assert cmap.exempt_interfaces == load_map(shipped)[0].exempt_interfaces
+
+    (tmp_path / "connections-map.yaml").write_text(
+        "default-zone: block\nconnections: {}\nwired-zone: work  # wired\n"
+    )
+    set_connection_zone(paths, "u-3", "trusted")
+    cmap = load_map(path, shipped)[0]
+    assert (dict(cmap.connections), cmap.wired_zone) == ({"u-3": "trusted"}, "work")
+
+    flow = "default-zone: block\nconnections: {Cafe: public}\n"
+    (tmp_path / "connections-map.yaml").write_text(flow)
+    with pytest.raises(UsageError, match="block mapping"):
+        set_connection_zone(paths, "u-4", "trusted")
+    assert (tmp_path / "connections-map.yaml").read_text() == flow
