@@ -333,6 +333,30 @@ def test_hook_applies_zone_from_keyfile_and_removes_on_down(lab, tmp_path):
 
 
 @pytest.mark.both_backends
+def test_the_hook_refuses_trusted_from_a_user_owned_keyfile_and_logs_why(lab, tmp_path):
+    from tests.harness.syslog import run_with_syslog
+
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    keyfile.write_text(
+        "[connection]\nid=lan\nuuid=1234\ntype=ethernet\nzone=trusted\npermissions=user:alice;\n"
+    )
+    env = {"CONNECTION_UUID": "1234", "CONNECTION_ID": "lan", "CONNECTION_FILENAME": str(keyfile)}
+    result, records = run_with_syslog(
+        ["ip", "netns", "exec", lab.zoned, sys.executable, HOOK, link.name, "up"],
+        lab.env(**env),
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert LAX_FOR_USERS in result.stderr and "using public" in result.stderr
+    assert [r for r in records if LAX_FOR_USERS in r and "'lan'" in r], records
+    status = lab.nm_zones("status", link.name, check=False).stdout
+    assert f"zone public (default-zone; {LAX_FOR_USERS})" in status, status
+    lab.listen()
+    assert lab.probe(specs(link)) == PUBLIC
+
+
+@pytest.mark.both_backends
 def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
     """Every event is a new process: once the config is compiled, switching a zone loads
     neither the YAML, the dataclass model, the compiler, json nor re (README, Performance).
