@@ -29,6 +29,7 @@ from ..engine import Engine
 from ..errors import ConfigError, KernelError, UsageError
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
+from ..text import shorten, shown_arguments
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -43,6 +44,7 @@ from .busapi import (
     FirewallError,
     child_introspection,
 )
+from .limits import RefusalLog, bounded_reply, too_large
 
 NM_BUS = "org.freedesktop.NetworkManager"
 NM_PATH = "/org/freedesktop/NetworkManager"
@@ -64,6 +66,8 @@ CALL_TIMEOUT = 25.0
 POLKIT_TIMEOUT = 120.0  # an authentication dialog may be answered by a human
 ALLOW_USER_INTERACTION = 1
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
+LOG_LIMIT = 1024  # characters of one log line
+SUMMARY_AFTER = 2.0  # seconds between the summaries of refusals held back (limits.RefusalLog)
 CACHE_LIMIT = 4096
 NM_RESTARTS = (
     "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
@@ -82,7 +86,9 @@ class BusCallFailed(Exception):
 
 
 def log(message: str, warning: bool = False) -> None:
-    """Every line the service logs goes to stderr (the journal, under systemd) and syslog."""
+    """Every line the service logs goes to stderr (the journal, under systemd) and syslog;
+    never more than LOG_LIMIT characters."""
+    message = shorten(message, LOG_LIMIT)
     print(f"nm-zones serve: {message}", file=sys.stderr, flush=True)
     to_syslog(f"serve: {message}", warning=warning)
 
@@ -163,6 +169,7 @@ class Request:
         self.member: str = fields.get(HeaderFields.member, "")
         self.signature: str = fields.get(HeaderFields.signature, "")
         self.body: tuple = tuple(message.body)
+        self.size: int = message.header.body_length  # bytes of the arguments, as sent
         self.wants_reply = not message.header.flags & MessageFlag.no_reply_expected
 
 
@@ -200,6 +207,8 @@ class ZoneService:
         self._compiled_key: tuple | None = None
         self._backend = None
         self._tasks: set[asyncio.Task] = set()
+        self.refusals = RefusalLog()  # what callers make the service log, rate-limited
+        self._summary: asyncio.TimerHandle | None = None
         self._descriptions: tuple[tuple | None, dict[str, str]] = (None, {})
         # bus round trips saved on every call; each is only a shortcut to something stable:
         self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
@@ -263,22 +272,44 @@ class ZoneService:
     async def dispatch(self, request: Request) -> None:
         from jeepney import new_error, new_method_return
 
+        def error_reply(name: str, text: str):
+            return new_error(request.message, name, "s", (bounded_reply(text, request.body),))
+
         try:
             signature, body = await self.answer(request)
             reply = new_method_return(request.message, signature or None, body)
         except FirewallError as error:
-            reply = new_error(request.message, ERROR_NAME, "s", (str(error),))
+            reply = error_reply(ERROR_NAME, str(error))
         except NotAuthorized as error:
-            reply = new_error(request.message, NOT_AUTHORIZED, "s", (str(error),))
+            reply = error_reply(NOT_AUTHORIZED, str(error))
         except UnknownCall as error:
-            reply = new_error(request.message, error.name, "s", (str(error),))
+            reply = error_reply(error.name, str(error))
         except Exception as error:  # one bad call must not end the service
-            log(f"{request.member}: internal error: {type(error).__name__}: {error}", True)
-            reply = new_error(request.message, ERROR_NAME, "s", (f"COMMAND_FAILED: {error}",))
+            self.log_about(request, f"internal error: {type(error).__name__}: {error}", True)
+            reply = error_reply(ERROR_NAME, f"COMMAND_FAILED: {error}")
         if request.wants_reply:
             await self.bus.send(reply)
 
+    def log_about(self, request: Request, what: str, warning: bool = False) -> None:
+        """A line about a caller's call (its arguments shortened), unless the caller has had
+        its share of lines (limits.RefusalLog): then it is counted for a summary."""
+        if self.refusals.admit(request.sender):
+            call = f"{request.member}{shown_arguments(request.body)}"
+            log(f"{call} from {request.sender}: {shorten(what, LOG_LIMIT // 2)}", warning)
+        elif self._summary is None:
+            loop = asyncio.get_running_loop()
+            self._summary = loop.call_later(SUMMARY_AFTER, self._log_summaries)
+
+    def _log_summaries(self) -> None:
+        self._summary = None
+        for line in self.refusals.summaries():
+            log(line)
+
     async def answer(self, request: Request) -> tuple[str, tuple]:
+        refusal = too_large(request.size)
+        if refusal:  # before polkit is asked: junk costs no round trip
+            self.log_about(request, f"refused ({refusal})")
+            raise FirewallError("INVALID_VALUE", refusal)
         if request.interface == "org.freedesktop.DBus.Introspectable":
             return "s", (self.introspect(request.path),)
         if request.interface == "org.freedesktop.DBus.Peer":
@@ -305,8 +336,8 @@ class ZoneService:
             )
         if action is None:
             return out_signature, await handler(*request.body)
-        if not await self.authorized(request.sender, action):
-            log(f"{request.member}{request.body!r} from {request.sender}: refused ({action})")
+        if not await self.authorized(request, action):
+            self.log_about(request, f"refused ({action})")
             raise NotAuthorized(f"Not Authorized(polkit): {action}")
         async with self.mutex:
             return out_signature, await handler(*request.body)
@@ -320,8 +351,9 @@ class ZoneService:
             return child_introspection([parts[len(here)]])
         return child_introspection([])
 
-    async def authorized(self, sender: str, action: str) -> bool:
+    async def authorized(self, request: Request, action: str) -> bool:
         """root always; anyone else as polkit decides (no polkit: nobody else)."""
+        sender = request.sender
         uid = self._uids.get(sender)
         if uid is None:
             try:
@@ -352,7 +384,7 @@ class ZoneService:
                 timeout=POLKIT_TIMEOUT,
             )
         except (TimeoutError, BusCallFailed) as error:
-            log(f"polkit could not decide {action} for uid {uid}: {error}", True)
+            self.log_about(request, f"polkit could not decide {action} (uid {uid}): {error}", True)
             return False
         return bool(result[0][0])
 
