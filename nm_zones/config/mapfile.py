@@ -6,8 +6,26 @@ import os
 import re
 
 from ..errors import UsageError
-from ..paths import Paths
+from ..paths import SHIPPED_DIR, Paths
 from ..state import write_atomically
+
+MAP_NAME = "connections-map.yaml"
+
+
+def commented_map() -> str:
+    """The shipped map with every line commented out: an admin's map overrides the shipped
+    one key by key, so with nothing set the shipped values (exempt-interfaces above all)
+    keep following upgrades."""
+    with open(os.path.join(SHIPPED_DIR, MAP_NAME), encoding="utf-8") as f:
+        shipped = f.read().splitlines()
+    lines = [
+        "# nm-zones connections map of this machine. A key set here replaces the same key of",
+        "# the shipped map (shown below, commented out); keys left out keep the shipped value,",
+        "# which follows upgrades. Uncomment and edit only what you change.",
+        "#",
+    ]
+    lines += [f"# {line}" if line else "#" for line in shipped]
+    return "\n".join(lines) + "\n"
 
 
 def set_map_zone(paths: Paths, key: str, zone: str) -> str:
@@ -46,7 +64,7 @@ def set_connection_zone(paths: Paths, uuid: str, zone: str) -> str:
     else:
         text = old.rstrip("\n") + f"\n\nconnections:\n{entry}\n"
     _write(path, text)
-    shipped = os.path.join(paths.shipped, "connections-map.yaml")
+    shipped = os.path.join(paths.shipped, MAP_NAME)
     if load_map(path, shipped)[0] is None:
         _write(path, old)
         raise UsageError(f"{path}: with {uuid}: {zone} added it would not load; left as it was")
@@ -59,9 +77,7 @@ def _entry_of(line: str, uuid: str) -> bool:
 
 def _admin_map(paths: Paths) -> tuple[str, str]:
     """The path and text of the admin's map, made first if there is none."""
-    from ..doors.install import commented_map
-
-    path = os.path.join(paths.config, "connections-map.yaml")
+    path = os.path.join(paths.config, MAP_NAME)
     if not os.path.exists(path):
         os.makedirs(paths.config, mode=0o755, exist_ok=True)
         write_atomically(path, commented_map().encode("utf-8"), 0o644)
