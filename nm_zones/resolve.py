@@ -169,7 +169,7 @@ def decide_zone(connection: Connection, cmap, zones) -> Decision:
     candidates = []
     if connection.zone:
         candidates.append((connection.zone, REASON_PROFILE))
-    elif connection.shared:
+    if connection.shared:  # after a zone of its own, which may be refused (below)
         candidates.append((SHARED_ZONE, REASON_SHARED))
     if connection.uuid and cmap.zone_for(connection.uuid):
         candidates.append((cmap.zone_for(connection.uuid), "map: uuid"))

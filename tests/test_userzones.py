@@ -73,6 +73,15 @@ def test_a_refused_zone_gives_way_to_the_admins_map_by_uuid_and_the_wired_zone()
     assert (zone, reason.split("; ")[0]) == ("work", "default for wired")
 
 
+def test_a_shared_profile_whose_zone_is_refused_keeps_nm_shared():
+    hotspot = Connection("u1", "hotspot", "ethernet", "trusted", shared=True, permissions=OWNED)
+    decision = decide_zone(hotspot, Map(), ZONES | {"nm-shared"})
+    assert decision.zone == "nm-shared"
+    assert decision.reason.startswith("shared connection; zone trusted not allowed")
+    with_zone = Connection("u1", "hotspot", "ethernet", "block", shared=True, permissions=OWNED)
+    assert decide_zone(with_zone, Map(), ZONES | {"nm-shared"}).zone == "block"
+
+
 def test_the_name_of_a_user_owned_profile_is_its_users_choice_too():
     """A user may name their profile after an admin's map entry by name."""
     owned = Connection("u1", "Office LAN", "ethernet", permissions=OWNED)
