@@ -113,7 +113,7 @@ def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
             [
                 "nmcli",
                 "-g",
-                "connection.zone,connection.type,ipv4.method,ipv6.method,connection.permissions",
+                "connection.zone,connection.type,connection.permissions,ipv4.method,ipv6.method",
                 "connection",
                 "show",
                 uuid,
@@ -127,8 +127,9 @@ def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
         return None
     if result.returncode != 0:
         return None
+    # connection.* first: a profile without IP settings may print no line for ipv4/ipv6
     lines = [line.strip() for line in result.stdout.split("\n")] + ["", "", ""]
-    return lines[0], lines[1], _shared(lines[2], lines[3]), lines[4]
+    return lines[0], lines[1], _shared(lines[3], lines[4]), lines[2]
 
 
 def read_connection(uuid: str, name: str, filename: str = "") -> Connection:

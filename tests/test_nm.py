@@ -139,6 +139,10 @@ def test_a_profile_its_user_may_edit_cannot_choose_trusted(nm, backend):
     assert nm.zone_of(link.name) == "trusted"
     assert nm.probe(specs(link)) == TRUSTED
     assert "zone trusted (nmcli connection.zone)" in nm.nm_zones("status", link.name).stdout
+    write_settings(nm, f"backend: {backend}\nuser-profile-zones: []\n")
+    nm.nm_zones("reload")  # and takes it back: the profile, read with nmcli, is refused
+    assert nm.zone_of(link.name) == "public"
+    assert nm.probe(specs(link)) == PUBLIC
 
 
 def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
