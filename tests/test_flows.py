@@ -414,18 +414,34 @@ def test_a_huge_settings_file_is_refused_and_the_shipped_settings_hold(tmp_path)
     assert result.returncode == 2
     assert "nm-zones.yaml:1: file is larger than 1 MiB" in result.stderr
     paths = Paths(config=str(tmp_path / "etc"), state=str(tmp_path / "state"))
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == {
+        "end-forbidden-flows": True,
+        "backend": "auto",
+        "identify-networks": "wired",
+    }
 
 
 def test_the_setting_travels_in_the_compiled_config(tmp_path):
     paths = Paths(config=str(tmp_path / "etc"), state=str(tmp_path / "state"))
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == {
+        "end-forbidden-flows": True,
+        "backend": "auto",
+        "identify-networks": "wired",
+    }
     assert check(tmp_path, "end-forbidden-flows: false\n").returncode == 0
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": False, "backend": "auto"}
+    assert load_compiled(paths, False).settings["end-forbidden-flows"] is False
     assert check(tmp_path, "").returncode == 0  # empty: every default
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == {
+        "end-forbidden-flows": True,
+        "backend": "auto",
+        "identify-networks": "wired",
+    }
     assert check(tmp_path, "end-forbidden-flows: 1\n").returncode == 2  # broken: the shipped
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == {
+        "end-forbidden-flows": True,
+        "backend": "auto",
+        "identify-networks": "wired",
+    }
     if os.geteuid() == 0:  # root reads only admin files others cannot change
         assert check(tmp_path, "end-forbidden-flows: false\n").returncode == 0
         os.chmod(tmp_path / "etc" / "nm-zones.yaml", 0o666)

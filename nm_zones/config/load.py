@@ -50,7 +50,8 @@ SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destinatio
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
 SETTINGS_FILE = "nm-zones.yaml"
-SETTINGS_KEYS = ("end-forbidden-flows", "backend")
+SETTINGS_KEYS = ("end-forbidden-flows", "backend", "identify-networks")
+IDENTIFY_NETWORKS = ("none", "wired", "all")
 BACKENDS = ("auto", "iptables", "nftables")
 FORWARD_TARGETS = ("accept", "reject", "drop")
 
@@ -409,17 +410,18 @@ def load_settings(path: str) -> tuple[Settings | None, list[Problem]]:
     defaults = Settings()
     settings = Settings(
         end_forbidden_flows=check.boolean(doc, "end-forbidden-flows", defaults.end_forbidden_flows),
-        backend=_backend(check, doc, defaults.backend),
+        backend=_choice(check, doc, "backend", BACKENDS, defaults.backend),
+        identify_networks=_choice(
+            check, doc, "identify-networks", IDENTIFY_NETWORKS, defaults.identify_networks
+        ),
     )
     return (None if check.problems else settings), check.problems
 
 
-def _backend(check: _FileChecker, doc: LocMap, default: str) -> str:
-    value = check.text(doc, "backend") or default
-    if value not in BACKENDS:
-        check.add(
-            doc.key_lines["backend"], "backend", f"{value!r} is not one of {', '.join(BACKENDS)}"
-        )
+def _choice(check: _FileChecker, doc: LocMap, key: str, choices, default: str) -> str:
+    value = check.text(doc, key) or default
+    if value not in choices:
+        check.add(doc.key_lines[key], key, f"{value!r} is not one of {', '.join(choices)}")
         return default
     return value
 

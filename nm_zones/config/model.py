@@ -164,11 +164,16 @@ class Settings:
 
     end_forbidden_flows: bool = True  # a switch to a stricter zone ends the flows it forbids
     backend: str = "auto"  # iptables, nftables, or auto (iptables where legacy x_tables exist)
+    identify_networks: str = "wired"  # none, wired or all: whose networks are told apart
 
     def plain(self) -> dict:
         """The settings by their keys, as plain values for the compiled config (an event
         reads them without the model)."""
-        return {"end-forbidden-flows": self.end_forbidden_flows, "backend": self.backend}
+        return {
+            "end-forbidden-flows": self.end_forbidden_flows,
+            "backend": self.backend,
+            "identify-networks": self.identify_networks,
+        }
 
 
 @dataclass(frozen=True)

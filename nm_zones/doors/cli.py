@@ -602,7 +602,14 @@ def cmd_assign(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    return _run_changes(engine, lambda state: assign(engine, args.connection, args.zone, state))
+
+    def action(state) -> None:
+        from .networks import assign_to_network
+
+        if args.profile or not assign_to_network(engine, args.connection, args.zone, state):
+            assign(engine, args.connection, args.zone, state)
+
+    return _run_changes(engine, action)
 
 
 def cmd_default_zone(args) -> int:
@@ -710,6 +717,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from .networks import add_networks_commands
+
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_config_commands(sub)
@@ -717,6 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_allow_commands(sub)
     _add_kernel_commands(sub)
     _add_nm_commands(sub)
+    add_networks_commands(sub, _command)
     _add_system_commands(sub)
     return parser
 
@@ -888,12 +898,19 @@ def _add_nm_commands(sub) -> None:
         sub,
         "assign",
         cmd_assign,
-        "set a connection's zone in NetworkManager (connection.zone) and apply it at "
-        "once if the connection is active (root)",
-        'nm-zones assign "Home Wi-Fi" home',
+        "set a connection's zone and apply it at once if the connection is active (root): "
+        "for a profile whose zone follows its network (no zone of its own, identify-networks), "
+        "the zone of the network it is on now (nm-zones networks); else, or with --profile, "
+        "the profile's own zone in NetworkManager (connection.zone), on every network",
+        'nm-zones assign "Home Wi-Fi" home\n  nm-zones assign "Wired connection 1" home',
     )
     p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
     p.add_argument("zone")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="set connection.zone in the profile (every network), not the network's zone",
+    )
     p = _command(
         sub,
         "default-zone",

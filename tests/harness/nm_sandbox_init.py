@@ -26,13 +26,15 @@ DAEMON_ENV = {
 }
 # Everything `nm-zones install --root /` writes (/etc/NetworkManager, /etc/nm-zones,
 # /etc/systemd/system, /usr/local/sbin, /usr/lib/...) is under these: overlays keep it private.
-OVERLAID = ["/etc", "/usr", "/root"]
+# /var/lib too: nm-zones keeps its known networks in /var/lib/nm-zones.
+OVERLAID = ["/etc", "/usr", "/root", "/var/lib"]
 # What an earlier `nm-zones install` on this machine may have left: the sandbox starts as a
 # machine without nm-zones (removed in the overlays only).
 NOT_INSTALLED = [
     "/usr/local/sbin/nm-zones",
     "/etc/nm-zones",
     "/etc/systemd/system/nm-zones.service",
+    "/var/lib/nm-zones",
 ]
 HIDDEN = [
     "/etc/NetworkManager",

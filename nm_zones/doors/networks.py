@@ -1,0 +1,150 @@
+"""`nm-zones networks`: the known networks (networks/store.py), listed, placed in a zone,
+renamed, forgotten; and `assign` on a connection whose zone follows its network."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError, UsageError, unknown_zone
+from ..paths import Paths
+
+NETWORKS_DETAILS = """\
+A wired profile such as "Wired connection 1" reaches many networks. nm-zones recognises each
+one by its default gateway's MAC address (resolved on the wire when the connection comes up),
+together with the DHCP server identifier and domain name when it has them (for Wi-Fi with
+identify-networks: all, the SSID and access point too), and stores it here when first seen,
+with no zone. A profile with no zone of its own (no connection.zone, no map entry) gets the
+zone of the known network it is on; an unknown or unplaced network gets wired-zone /
+default-zone. A network matches a stored one when the gateway MAC matches and, where the
+stored entry has them, the DHCP server identifier, the domain and the SSID match too.
+Stored in /var/lib/nm-zones/networks.yaml (NM_ZONES_DATA_DIR moves the folder)."""
+
+
+def _store(paths: Paths):
+    from ..networks.store import load_store
+
+    store = load_store(paths)
+    if store.broken:
+        raise ConfigError(store.problems)
+    return store
+
+
+def cmd_networks(args) -> int:
+    from .cli import _print_json, printable
+
+    paths = Paths.from_environment()
+    if args.action:
+        return _change(paths, args)
+    store = _store(paths)
+    if args.json:
+        _print_json({"networks": [network.as_dict() for network in store.networks]})
+        return 0
+    if not store.networks:
+        print("no known networks yet")
+    for network in store.networks:
+        seen = network.as_dict()
+        facts = "  ".join(
+            f"{key} {value}"
+            for key, value in seen.items()
+            if key in ("gateway-mac", "dhcp-server", "domain", "ssid", "bssid") and value
+        )
+        print(
+            printable(
+                f"{network.id}  {network.zone or '(unplaced)':<10} last seen {network.last_seen}"
+                f"  {network.label!r}  {facts}"
+            )
+        )
+    return 0
+
+
+def _change(paths: Paths, args) -> int:
+    """forget, rename, zone: under the state lock, then the interfaces on that network follow."""
+    from .cli import _engine, _need_root, _run_changes, printable
+
+    _need_root(f"networks {args.action}")
+    engine = _engine()
+    if args.action == "zone" and args.zone not in engine.known_zones():
+        raise unknown_zone(args.zone)
+
+    def action(state) -> None:
+        from ..networks.zone import follow
+
+        store = _store(paths)
+        if args.action == "forget":
+            network = store.forget(args.id)
+            said = f"forgot network {network.label!r} ({network.id}): it is unknown from now on"
+        elif args.action == "rename":
+            network = store.rename(args.id, args.label)
+            said = f"network {network.id} is now called {network.label!r}"
+        else:
+            network = store.place(args.id, args.zone)
+            said = f"network {network.label!r} ({network.id}) is now {network.zone}"
+        store.save()
+        print(printable(said))
+        follow(engine, state)
+
+    return _run_changes(engine, action)
+
+
+def assign_to_network(engine, name: str, zone: str, state) -> bool:
+    """`assign NAME ZONE` without --profile: for a connection whose zone follows its network,
+    the zone is stored for the network it is on now (True). False: the profile names a zone
+    of its own, or its type is not identified, and the caller sets connection.zone as ever."""
+    from ..networks.store import load_store
+    from ..networks.zone import follow, network_of, subject
+    from ..resolve import read_connection
+    from .cli import printable
+    from .nm import active_connections, nmcli
+
+    details = nmcli("-g", "connection.uuid,connection.id", "connection", "show", name)
+    lines = details.stdout.split("\n")
+    if details.returncode != 0 or len(lines) < 2:
+        return False  # the profile path says what nmcli says
+    uuid, label = lines[0].strip(), lines[1].strip()
+    if not subject(read_connection(uuid, label), engine.compiled):
+        return False
+    devices = [a.device for a in active_connections() if a.uuid == uuid]
+    network_id = next(
+        (n for n in (network_of(engine.paths.state, d, uuid) for d in devices) if n), ""
+    )
+    if not network_id:
+        why = "is not active" if not devices else "is on a network nm-zones could not identify"
+        raise UsageError(
+            f"{name!r} {why} (no gateway answered, or it is still being identified), so "
+            "there is no network to place; nothing changed (--profile sets connection.zone "
+            "for every network)"
+        )
+    store = load_store(engine.paths)
+    if store.broken:
+        raise ConfigError(store.problems)
+    network = store.place(network_id, zone)
+    store.save()
+    print(
+        printable(
+            f"network {network.label!r} ({network.id}) is now {zone}: {label!r} gets {zone} on "
+            "this network only (--profile: on every network)"
+        )
+    )
+    follow(engine, state)
+    return True
+
+
+def add_networks_commands(sub, command) -> None:
+    """`networks [--json]`, `networks forget ID`, `networks rename ID LABEL`,
+    `networks zone ID ZONE`; `command` is cli._command."""
+    p = command(
+        sub,
+        "networks",
+        cmd_networks,
+        "the networks nm-zones has recognised (wired profiles reach many), and their zones",
+        "nm-zones networks\n  nm-zones networks zone 3f2a9c1b07 home",
+    )
+    p.description = f"{p.description}\n\n{NETWORKS_DETAILS}"
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=False)
+    q = actions.add_parser("forget", help="forget a network: it is unknown when next seen (root)")
+    q.add_argument("id", metavar="ID")
+    q = actions.add_parser("rename", help="give a network a label (root)")
+    q.add_argument("id", metavar="ID")
+    q.add_argument("label", metavar="LABEL")
+    q = actions.add_parser("zone", help="place a network in a zone; its connections follow (root)")
+    q.add_argument("id", metavar="ID")
+    q.add_argument("zone", metavar="ZONE")
