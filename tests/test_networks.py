@@ -21,6 +21,7 @@ from tests.harness.lab import PYTHON, REPO, base_env, wait_for
 from tests.harness.networks import PeerNetwork, dhcp_profile, plug, probe_specs
 from tests.harness.nm_sandbox import NMSandbox
 from tests.test_nm import HOME, PUBLIC, WORK
+from tests.test_service import reload_bus_config, service_pid
 
 NEEDS_NM = os.geteuid() != 0 or not shutil.which("NetworkManager") or not shutil.which("dnsmasq")
 A_MAC, B_MAC = "02:aa:00:00:00:01", "02:bb:00:00:00:02"
@@ -49,7 +50,7 @@ NMCLI_WIFI = (
     " :Cafe\\: Free Wi-Fi:F4\\:EC\\:38\\:9A\\:01\\:7F\n"
 )
 ACCESS_POINT = {
-    "Ssid": bytes(b"Cafe: Free Wi-Fi"),
+    "Ssid": b"Cafe: Free Wi-Fi",
     "HwAddress": "F4:EC:38:9A:01:7E",
     "Strength": 71,
 }
@@ -268,7 +269,7 @@ def test_the_zone_follows_the_network_a_wired_profile_reached(world):
 
 
 def test_an_unidentified_connection_is_not_placed_by_assign(world):
-    nm, net = world
+    nm, _ = world
     link = nm.add_veth("ethz1")  # static addresses, no gateway: nothing to identify
     nm.add_connection(link, "static")
     nm.nmcli("connection", "up", "static")
@@ -306,3 +307,30 @@ def test_a_broken_store_falls_back_to_the_zone_of_unknown_networks(world):
     connect(nm, net["a"])
     wait_reason(nm, "public", "unknown wired network")
     see(net["a"], PUBLIC)
+
+
+def test_with_the_service_an_identified_network_keeps_its_zone_across_replays(world):
+    """NetworkManager asks the service before IP configuration (the unknown-network zone)
+    and replays every zone when the service (re)starts: a connection on a known network
+    keeps that network's zone through both."""
+    nm, net = world
+    reload_bus_config(nm)
+    nm.serve()
+    dhcp_profile(nm)
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "unknown wired network")
+    nm.nm_zones("assign", "lan", "home")
+    wait_reason(nm, "home", 'known network "home.example"')
+    replay = ("org.fedoraproject.FirewallD1.zone.changeZoneOfInterface", "", "ethz0")
+    assert nm.gdbus(*replay).stdout.strip() == "('home',)"
+    nm.run(["kill", str(service_pid(nm))])
+    wait_for(lambda: not nm.name_owned(), 10, what="the service to stop")
+    nm.serve()
+    assert nm.gdbus(*replay).stdout.strip() == "('home',)"
+    assert binding(nm)["reason"] == 'known network "home.example"'
+    connect(nm, net["b"])
+    wait_reason(nm, "public", "unknown wired network")
+    assert nm.gdbus(*replay).stdout.strip() == "('public',)"
+    connect(nm, net["a"])
+    wait_reason(nm, "home", 'known network "home.example"')
+    see(net["a"], HOME)

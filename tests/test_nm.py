@@ -90,7 +90,7 @@ def test_assign_switches_an_active_connection_at_once(nm):
     nm.add_connection(link, "cafe")
     nm.nmcli("connection", "up", "cafe")
     nm.wait_zone(link.name, "public")
-    out = nm.nm_zones("assign", "cafe", "block").stdout
+    out = nm.nm_zones("assign", "cafe", "block", "--profile").stdout
     assert out.strip() == "ethz0: public -> block (nmcli connection.zone) connection 'cafe'"
     assert nm.zone_of(link.name) == "block"
     assert nm.nmcli("-g", "connection.zone", "connection", "show", "cafe").stdout.strip() == "block"

@@ -471,6 +471,7 @@ class ZoneService:
 
         def work(state):
             from ..ifname import interface_index
+            from ..networks.zone import recorded as recorded_network
             from ..quick import inputs_key
             from ..resolve import decide_zone
 
@@ -478,6 +479,9 @@ class ZoneService:
             decision = decide_zone(connection, engine.compiled, known)
             if zone == "":
                 decision = engine.decide(connection)  # logs a profile's missing zone
+                # a replay (a restart of this service) keeps an identified network's zone
+                bound = state.interfaces.get(interface)
+                decision = recorded_network(engine, interface, connection, decision, bound)
                 target, reason = decision.zone, decision.reason
             elif zone not in known:
                 raise FirewallError("INVALID_ZONE", zone)
