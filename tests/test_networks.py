@@ -132,6 +132,25 @@ def test_the_store_is_written_as_yaml_it_reads_back(tmp_path):
     assert render([]).endswith("networks: []\n")
 
 
+def test_events_read_the_parsed_store_from_a_cache_that_follows_the_file(tmp_path):
+    paths = paths_in(tmp_path)
+    os.makedirs(paths.state)
+    store = load_store(paths)
+    network = store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=0)
+    store.save()
+    assert os.path.exists(os.path.join(paths.state, "networks-cache"))
+    assert load_store(paths).find(network.id).zone == ""
+    path = os.path.join(paths.data, "networks.yaml")
+    with open(path) as stream:
+        text = stream.read()
+    with open(path, "w") as stream:  # an admin's edit: the cache no longer counts
+        stream.write(text.replace('    gateway-mac:', '    zone: "home"\n    gateway-mac:'))
+    assert load_store(paths).find(network.id).zone == "home"
+    with open(path, "a") as stream:
+        stream.write("  - id: [\n")
+    assert load_store(paths).broken
+
+
 # -- the gateway's MAC, resolved on the wire ----------------------------------------------
 
 
@@ -332,5 +351,33 @@ def test_with_the_service_an_identified_network_keeps_its_zone_across_replays(wo
     wait_reason(nm, "public", "unknown wired network")
     assert nm.gdbus(*replay).stdout.strip() == "('public',)"
     connect(nm, net["a"])
+    wait_reason(nm, "home", 'known network "home.example"')
+    see(net["a"], HOME)
+
+
+HOLD_UP = """#!/bin/sh
+# runs before 50-nm-zones: holds the `up` event (and so identification) until released
+[ "$2" = up ] || exit 0
+while [ ! -e /run/nmz-release-up ]; do sleep 0.05; done
+"""
+
+
+def test_until_the_network_is_identified_nothing_of_its_zone_is_open(world):
+    """From pre-up until the `up` event has identified network A (held here by a dispatcher
+    script that runs before nm-zones'), A's probes see the unknown-network zone only."""
+    nm, net = world
+    dhcp_profile(nm)
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "unknown wired network")
+    nm.nm_zones("assign", "lan", "home")
+    nm.nmcli("connection", "down", "lan")
+    nm.wait_zone("ethz0", None)
+    nm.run(["sh", "-c", "cat > /etc/NetworkManager/dispatcher.d/40-hold"], input_text=HOLD_UP)
+    nm.sh("chmod 0755 /etc/NetworkManager/dispatcher.d/40-hold")
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "default-zone")  # pre-up: being identified
+    see(net["a"], PUBLIC)
+    assert binding(nm)["reason"] == "default-zone"  # still held: nothing identified yet
+    nm.sh("touch /run/nmz-release-up")
     wait_reason(nm, "home", 'known network "home.example"')
     see(net["a"], HOME)

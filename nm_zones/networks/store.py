@@ -19,16 +19,15 @@ unknown until someone repairs or removes it. nm-zones writes it whole or not at 
 
 from __future__ import annotations
 
-import hashlib
-import json
+import marshal
 import os
 import re
 import time
 
-from ..config.model import Problem
-from ..files import write_atomically
+from ..files import read_trusted, write_atomically
 from .identity import FIELDS, STORE_FILE, Identity
 
+CACHE_FILE = "networks-cache"  # the parsed store, in the state dir: events skip YAML
 KEYS = ("id", "label", "zone", *FIELDS, "first-seen", "last-seen")
 ID = re.compile(r"^[0-9a-z-]{1,40}$")
 ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")
@@ -78,10 +77,11 @@ class Store:
     """The known networks of one file; `problems` non-empty means it is broken and must be
     neither believed nor written."""
 
-    def __init__(self, path: str, networks: list[Network] | None = None, problems=None):
+    def __init__(self, path: str, networks=None, problems=None, cache_dir: str = ""):
         self.path = path
         self.networks: list[Network] = networks or []
-        self.problems: list[Problem] = problems or []
+        self.problems: list = problems or []  # config.model.Problem values
+        self.cache_dir = cache_dir
 
     @property
     def broken(self) -> bool:
@@ -110,6 +110,8 @@ class Store:
         return network
 
     def new_id(self, identity: Identity) -> str:
+        import hashlib
+
         digest = hashlib.sha256(repr(sorted(identity.fields().items())).encode()).hexdigest()
         taken = {n.id for n in self.networks}
         return next(digest[i : i + 10] for i in range(0, 54) if digest[i : i + 10] not in taken)
@@ -149,6 +151,8 @@ class Store:
             raise ConfigError(self.problems)
         os.makedirs(os.path.dirname(self.path), mode=0o755, exist_ok=True)
         write_atomically(self.path, render(self.networks).encode("utf-8"), 0o644)
+        if self.cache_dir:
+            _write_cache(self.cache_dir, _file_key(self.path), self.networks)
 
 
 def timestamp(now: float | None = None) -> str:
@@ -165,6 +169,8 @@ def default_label(identity: Identity) -> str:
 
 def render(networks: list[Network]) -> str:
     """The YAML text of the store; every value a JSON string, which YAML reads as it is."""
+    import json
+
     lines = [HEADER, "networks:" + ("" if networks else " []")]
     for network in networks:
         values = network.as_dict()
@@ -185,44 +191,91 @@ def store_path(paths) -> str:
 
 
 def load_store(paths) -> Store:
-    """The known networks; a missing file is an empty store, a broken one has problems."""
+    """The known networks; a missing file is an empty store, a broken one has problems.
+    The parsed store is cached in the state directory, keyed by the file's identity."""
     path = store_path(paths)
     if not os.path.lexists(path):
-        return Store(path)
+        return Store(path, cache_dir=paths.state)
     problems = _insecure(path, os.path.dirname(path)) if os.geteuid() == 0 else []
     if problems:
         return Store(path, problems=problems)
-    from ..config.yamlsource import read_yaml
+    key = _file_key(path)
+    networks = _cached(paths.state, key)
+    if networks is None:
+        from ..config.yamlsource import read_yaml
 
-    doc = read_yaml(path, problems)
-    networks = _networks(path, doc, problems) if not problems else []
-    return Store(path, [] if problems else networks, problems)
+        doc = read_yaml(path, problems)
+        networks = _networks(path, doc, problems) if not problems else []
+        if problems:
+            return Store(path, problems=problems)
+        _write_cache(paths.state, key, networks)
+    return Store(path, networks, cache_dir=paths.state)
 
 
-def _insecure(path: str, folder: str) -> list[Problem]:
+def _file_key(path: str) -> tuple:
+    info = os.lstat(path)
+    return (path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_uid, info.st_mode)
+
+
+def _cached(state_dir: str, key: tuple) -> list[Network] | None:
+    try:
+        data = read_trusted(os.path.join(state_dir, CACHE_FILE))
+        stored_key, rows = marshal.loads(data) if data else (None, [])
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if stored_key != key:
+        return None
+    networks = []
+    for network_id, label, zone, fields, first, last in rows:
+        networks.append(Network(network_id, label, zone, Identity(*fields), first, last))
+    return networks
+
+
+def _write_cache(state_dir: str, key: tuple, networks: list[Network]) -> None:
+    rows = [
+        (n.id, n.label, n.zone, tuple(n.identity.fields().values()), n.first_seen, n.last_seen)
+        for n in networks
+    ]
+    if not os.path.isdir(state_dir):
+        return
+    try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
+        write_atomically(os.path.join(state_dir, CACHE_FILE), marshal.dumps((key, rows)), 0o600)
+    except OSError:  # not root, or read-only: work without the cache
+        pass
+
+
+def _problem(path: str, line: int, key: str, message: str):
+    from ..config.model import Problem
+
+    return Problem(path, line, key, message)
+
+
+def _insecure(path: str, folder: str) -> list:
     """Run by root, the store decides zones: root alone may write it and its folder."""
     for place, what in ((folder, "folder"), (path, "file")):
         try:
             info = os.lstat(place)
         except OSError as error:
-            return [Problem(place, 1, "", f"cannot read {what}: {error.strerror}")]
+            return [_problem(place, 1, "", f"cannot read {what}: {error.strerror}")]
         if info.st_uid != 0:
-            return [Problem(place, 1, "", f"{what} is not owned by root (chown root {place})")]
+            return [_problem(place, 1, "", f"{what} is not owned by root (chown root {place})")]
         if info.st_mode & 0o022:
             return [
-                Problem(place, 1, "", f"{what} is writable by group or others (chmod go-w {place})")
+                _problem(
+                    place, 1, "", f"{what} is writable by group or others (chmod go-w {place})"
+                )
             ]
     return []
 
 
-def _networks(path: str, doc, problems: list[Problem]) -> list[Network]:
+def _networks(path: str, doc, problems: list) -> list[Network]:
     from ..config.yamlsource import LocList, LocMap
 
     if doc is None:
         return []
     if not isinstance(doc, LocMap) or set(doc) - {"networks"}:
         problems.append(
-            Problem(
+            _problem(
                 path,
                 getattr(doc, "line", 1),
                 "",
@@ -234,7 +287,7 @@ def _networks(path: str, doc, problems: list[Problem]) -> list[Network]:
     if items is None:
         return []
     if not isinstance(items, LocList):
-        problems.append(Problem(path, doc.key_lines["networks"], "networks", "must be a list"))
+        problems.append(_problem(path, doc.key_lines["networks"], "networks", "must be a list"))
         return []
     networks, ids = [], set()
     for index, item in enumerate(items):
@@ -243,18 +296,20 @@ def _networks(path: str, doc, problems: list[Problem]) -> list[Network]:
             continue
         if network.id in ids:
             problems.append(
-                Problem(path, network.line, f"networks[{index}].id", f"duplicate id {network.id!r}")
+                _problem(
+                    path, network.line, f"networks[{index}].id", f"duplicate id {network.id!r}"
+                )
             )
         ids.add(network.id)
         networks.append(network)
     return networks
 
 
-def _network(path: str, item, line: int, where: str, problems: list[Problem]) -> Network | None:
+def _network(path: str, item, line: int, where: str, problems: list) -> Network | None:
     from ..config.yamlsource import LocMap
 
     if not isinstance(item, LocMap):
-        problems.append(Problem(path, line, where, "must be a mapping (id, label, zone, ...)"))
+        problems.append(_problem(path, line, where, "must be a mapping (id, label, zone, ...)"))
         return None
     before = len(problems)
 
@@ -263,20 +318,20 @@ def _network(path: str, item, line: int, where: str, problems: list[Problem]) ->
         key_line = item.key_lines.get(key, line)
         if value is None:
             if required:
-                problems.append(Problem(path, line, f"{where}.{key}", "missing"))
+                problems.append(_problem(path, line, f"{where}.{key}", "missing"))
             return ""
         if not isinstance(value, str) or len(value) > LABEL_MAX or not value.isprintable():
-            problems.append(Problem(path, key_line, f"{where}.{key}", "must be printable text"))
+            problems.append(_problem(path, key_line, f"{where}.{key}", "must be printable text"))
             return ""
         if pattern is not None and not pattern.match(value):
-            problems.append(Problem(path, key_line, f"{where}.{key}", f"{value!r} is not valid"))
+            problems.append(_problem(path, key_line, f"{where}.{key}", f"{value!r} is not valid"))
             return ""
         return value
 
     for key in item:
         if key not in KEYS:
             problems.append(
-                Problem(
+                _problem(
                     path,
                     item.key_lines[key],
                     f"{where}.{key}",
@@ -301,7 +356,7 @@ def _network(path: str, item, line: int, where: str, problems: list[Problem]) ->
     network.line = line
     if identity.gateway_mac and identity.gateway_mac != item.get("gateway-mac"):
         problems.append(
-            Problem(
+            _problem(
                 path, item.key_lines["gateway-mac"], f"{where}.gateway-mac", "must be lower case"
             )
         )
