@@ -74,9 +74,11 @@ def paths_in(tmp_path) -> Paths:
 def test_a_network_matches_by_gateway_mac_and_the_dhcp_facts_it_was_stored_with(tmp_path):
     paths = paths_in(tmp_path)
     store = load_store(paths)
-    home = store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=0)
+    home, new = store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=0)
+    assert new and store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=59) == (home, False)
+    assert store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=60) == (home, True)
     home.zone = "home"
-    static = store.seen(Identity(B_MAC), now=0)  # a network without DHCP: the MAC alone
+    static, _ = store.seen(Identity(B_MAC), now=0)  # a network without DHCP: the MAC alone
     store.save()
     again = load_store(paths)
     assert not again.broken and [n.id for n in again.networks] == [home.id, static.id]
@@ -125,7 +127,7 @@ def test_a_broken_store_is_refused_with_its_file_and_line(tmp_path, text, expect
 def test_the_store_is_written_as_yaml_it_reads_back(tmp_path):
     paths = paths_in(tmp_path)
     store = load_store(paths)
-    odd = store.seen(Identity(A_MAC, "10.0.0.1", 'quote" colon: # hash'), now=0)
+    odd, _ = store.seen(Identity(A_MAC, "10.0.0.1", 'quote" colon: # hash'), now=0)
     store.rename(odd.id, 'Home: "LAN" #1 — ünïcode')
     store.save()
     assert load_store(paths).find(odd.id).label == 'Home: "LAN" #1 — ünïcode'
@@ -136,7 +138,7 @@ def test_events_read_the_parsed_store_from_a_cache_that_follows_the_file(tmp_pat
     paths = paths_in(tmp_path)
     os.makedirs(paths.state)
     store = load_store(paths)
-    network = store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=0)
+    network, _ = store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=0)
     store.save()
     assert os.path.exists(os.path.join(paths.state, "networks-cache"))
     assert load_store(paths).find(network.id).zone == ""

@@ -97,8 +97,10 @@ class Store:
     def find(self, network_id: str) -> Network | None:
         return next((n for n in self.networks if n.id == network_id), None)
 
-    def seen(self, identity: Identity, now: float | None = None) -> Network:
-        """The network `identity` is, added (unplaced) when it is new; last-seen updated."""
+    def seen(self, identity: Identity, now: float | None = None) -> tuple[Network, bool]:
+        """The network `identity` is, added (unplaced) when it is new, and whether the store
+        changed: last-seen moves by the minute (an event on a network seen this minute
+        writes nothing, and the next one can take the quick path)."""
         stamp = timestamp(now)
         network = self.match(identity)
         if network is None:
@@ -106,8 +108,10 @@ class Store:
                 self.new_id(identity), default_label(identity), "", identity, stamp, stamp
             )
             self.networks.append(network)
-        network.last_seen = stamp
-        return network
+            return network, True
+        changed = network.last_seen[:16] != stamp[:16]
+        network.last_seen = stamp if changed else network.last_seen
+        return network, changed
 
     def new_id(self, identity: Identity) -> str:
         import hashlib

@@ -113,9 +113,10 @@ def decide(engine, interface: str, connection, decision: Decision, action: str, 
     if store.broken:
         _refused(engine, store)
         return Decision(decision.zone, REASON_UNKNOWN[kind])
-    network = store.seen(identity)
+    network, changed = store.seen(identity)
     try:
-        store.save()
+        if changed:
+            store.save()
     except OSError as error:  # a full or read-only disk: the zone is still decided
         engine.warn(f"known networks not saved: {error.strerror or error}")
     remember(state_dir, interface, (interface_index(interface), connection.uuid, network.id))
