@@ -383,3 +383,32 @@ def test_until_the_network_is_identified_nothing_of_its_zone_is_open(world):
     nm.sh("touch /run/nmz-release-up")
     wait_reason(nm, "home", 'known network "home.example"')
     see(net["a"], HOME)
+
+
+def test_known_networks_outlive_a_reboot_of_the_sandbox(tmp_path):
+    """/var/lib/nm-zones is a folder of the test here, the rest of the sandbox starts anew
+    (a reboot): the placed network is still known, and gets its zone again."""
+    if NEEDS_NM:
+        pytest.skip("needs root, NetworkManager and dnsmasq")
+    data = tmp_path / "var-lib-nm-zones"
+    data.mkdir(mode=0o755)
+    home = PeerNetwork(str(tmp_path), "a", A_MAC, "home.example").start()
+    try:
+        for boot in ("first", "second"):
+            nm = NMSandbox(str(tmp_path / f"sandbox-{boot}"), data_dir=str(data))
+            try:
+                nm.start()
+                nm.install_hook()
+                nm.listen()
+                dhcp_profile(nm)
+                connect(nm, home)
+                if boot == "first":
+                    wait_reason(nm, "public", "unknown wired network")
+                    nm.nm_zones("assign", "lan", "home")
+                wait_reason(nm, "home", 'known network "home.example"')
+                see(home, HOME)
+            finally:
+                nm.stop()
+        assert "home.example" in (data / "networks.yaml").read_text()
+    finally:
+        home.stop()

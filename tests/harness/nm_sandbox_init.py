@@ -149,6 +149,10 @@ def main() -> None:
     for path in NOT_INSTALLED:
         forget(path)
     os.chmod("/root", 0o711)  # in the overlay only: test users reach this Python
+    data_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+    if data_dir:  # the test's folder as /var/lib/nm-zones (the mount point is the overlay's)
+        os.makedirs("/var/lib/nm-zones", mode=0o755)
+        sh("mount", "-n", "--bind", data_dir, "/var/lib/nm-zones")
     for path in HIDDEN:
         if os.path.isdir(path):
             sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
