@@ -355,6 +355,23 @@ def test_with_the_service_an_identified_network_keeps_its_zone_across_replays(wo
     connect(nm, net["a"])
     wait_reason(nm, "home", 'known network "home.example"')
     see(net["a"], HOME)
+    # the same over org.nm_zones.Manager1
+    manager = "org.nm_zones.Manager1"
+    listed = nm.gdbus(f"{manager}.GetNetworks").stdout
+    a_id = next(n["id"] for n in known(nm) if n["domain"] == "home.example")
+    assert "'gateway-mac': '02:aa:00:00:00:01'" in listed and "'zone': 'home'" in listed
+    reply = nm.gdbus(f"{manager}.SetNetworkZone", a_id, "work").stdout
+    assert f"network 'home.example' ({a_id}) is now work" in reply
+    assert 'ethz0: home -> work (known network \\"home.example\\")' in reply
+    wait_reason(nm, "work", 'known network "home.example"')
+    nm.gdbus(f"{manager}.RenameNetwork", a_id, "Home LAN")
+    assert {n["label"] for n in known(nm)} == {"Home LAN", "hotel.example"}
+    nm.add_user("nmzplain")
+    refused = nm.gdbus(f"{manager}.ForgetNetwork", a_id, user="nmzplain")
+    assert refused.returncode != 0 and "org.nm-zones.assign" in refused.stderr
+    assert "forgot network 'Home LAN'" in nm.gdbus(f"{manager}.ForgetNetwork", a_id).stdout
+    assert [n["label"] for n in known(nm)] == ["hotel.example"]
+    assert binding(nm)["zone"] == "public" and binding(nm)["reason"] == "unknown wired network"
 
 
 HOLD_UP = """#!/bin/sh

@@ -61,27 +61,43 @@ def _change(paths: Paths, args) -> int:
 
     _need_root(f"networks {args.action}")
     engine = _engine()
-    if args.action == "zone" and args.zone not in engine.known_zones():
-        raise unknown_zone(args.zone)
+    value = {"forget": "", "rename": getattr(args, "label", ""), "zone": getattr(args, "zone", "")}
+    check_change(engine, args.action, value[args.action])  # before the lock: exit 2 at once
 
     def action(state) -> None:
-        from ..networks.zone import follow
-
-        store = _store(paths)
-        if args.action == "forget":
-            network = store.forget(args.id)
-            said = f"forgot network {network.label!r} ({network.id}): it is unknown from now on"
-        elif args.action == "rename":
-            network = store.rename(args.id, args.label)
-            said = f"network {network.id} is now called {network.label!r}"
-        else:
-            network = store.place(args.id, args.zone)
-            said = f"network {network.label!r} ({network.id}) is now {network.zone}"
-        store.save()
-        print(printable(said))
-        follow(engine, state)
+        print(printable(change_network(engine, args.action, args.id, value[args.action], state)))
 
     return _run_changes(engine, action)
+
+
+def check_change(engine, action: str, value: str) -> None:
+    if action not in ("forget", "rename", "zone"):
+        raise UsageError(f"{action!r}: one of forget, rename, zone")
+    if action == "zone" and value not in engine.known_zones():
+        raise unknown_zone(value)
+
+
+def change_network(engine, action: str, network_id: str, value: str, state=None) -> str:
+    """Forget, rename or place (`zone`) a known network, saved whole; with `state` (held
+    under the state lock) the interfaces on it follow at once. Returns what was done, in
+    one line. The command line and the D-Bus service share it."""
+    from ..networks.zone import follow
+
+    check_change(engine, action, value)
+    store = _store(engine.paths)
+    if action == "forget":
+        network = store.forget(network_id)
+        said = f"forgot network {network.label!r} ({network.id}): it is unknown from now on"
+    elif action == "rename":
+        network = store.rename(network_id, value)
+        said = f"network {network.id} is now called {network.label!r}"
+    else:
+        network = store.place(network_id, value)
+        said = f"network {network.label!r} ({network.id}) is now {network.zone}"
+    store.save()
+    if state is not None:
+        follow(engine, state)
+    return said
 
 
 def assign_to_network(engine, name: str, zone: str, state) -> bool:

@@ -29,6 +29,7 @@ from ..engine import Engine
 from ..errors import ConfigError, KernelError, UsageError
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
+from . import networks_bus
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -185,6 +186,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetConnections"): ("", "aa{ss}", None, service.get_connections),
         (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
         (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
+        **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
     }
 
 
