@@ -448,6 +448,7 @@ def test_the_setting_travels_in_the_compiled_config(tmp_path):
         assert load_compiled(paths, False).settings == {
             "end-forbidden-flows": True,
             "backend": "auto",
+            "identify-networks": "wired",
         }
 
 

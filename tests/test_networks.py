@@ -146,7 +146,7 @@ def test_events_read_the_parsed_store_from_a_cache_that_follows_the_file(tmp_pat
     with open(path) as stream:
         text = stream.read()
     with open(path, "w") as stream:  # an admin's edit: the cache no longer counts
-        stream.write(text.replace('    gateway-mac:', '    zone: "home"\n    gateway-mac:'))
+        stream.write(text.replace("    gateway-mac:", '    zone: "home"\n    gateway-mac:'))
     assert load_store(paths).find(network.id).zone == "home"
     with open(path, "a") as stream:
         stream.write("  - id: [\n")
@@ -417,7 +417,9 @@ def test_known_networks_outlive_a_reboot_of_the_sandbox(tmp_path):
                 nm.start()
                 nm.install_hook()
                 nm.listen()
-                dhcp_profile(nm)
+                # NetworkManager's default: `up` may come before the lease, and then the
+                # network is identified at dhcp4-change
+                dhcp_profile(nm, "lan", "ipv4.may-fail", "yes")
                 connect(nm, home)
                 if boot == "first":
                     wait_reason(nm, "public", "unknown wired network")
@@ -429,3 +431,37 @@ def test_known_networks_outlive_a_reboot_of_the_sandbox(tmp_path):
         assert "home.example" in (data / "networks.yaml").read_text()
     finally:
         home.stop()
+
+
+def test_the_identify_networks_setting_is_checked_with_its_line(tmp_path):
+    from nm_zones.config.load import load_settings
+
+    path = tmp_path / "nm-zones.yaml"
+    path.write_text("backend: auto\nidentify-networks: wireless\n")
+    settings, problems = load_settings(str(path))
+    assert settings is None
+    assert [str(p) for p in problems] == [
+        f"{path}:2: identify-networks: 'wireless' is not one of none, wired, all"
+    ]
+    path.write_text("identify-networks: none\n")
+    assert load_settings(str(path))[0].identify_networks == "none"
+
+
+def test_with_identify_networks_none_the_zone_follows_the_profile_only(world):
+    nm, net = world
+    nm.sh("mkdir -p /etc/nm-zones && echo 'identify-networks: none' > /etc/nm-zones/nm-zones.yaml")
+    mark = '#!/bin/sh\n[ "$2" = up ] && touch /run/nmz-up-done\n'
+    nm.run(["sh", "-c", "cat > /etc/NetworkManager/dispatcher.d/60-mark"], input_text=mark)
+    nm.sh("chmod 0755 /etc/NetworkManager/dispatcher.d/60-mark")
+    dhcp_profile(nm)
+    connect(nm, net["a"])
+    wait_for(
+        lambda: nm.sh("test -e /run/nmz-up-done", check=False).returncode == 0,
+        20,
+        what="the up event (after nm-zones' own hook)",
+    )
+    assert binding(nm)["zone"] == "public" and binding(nm)["reason"] == "default-zone"
+    assert known(nm) == []
+    refused = nm.nm_zones("assign", "lan", "home")  # the profile's own zone, as before
+    assert "(nmcli connection.zone)" in refused.stdout
+    assert nm.nmcli("-g", "connection.zone", "connection", "show", "lan").stdout.strip() == "home"

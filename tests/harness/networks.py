@@ -112,6 +112,7 @@ def dhcp_profile(nm, name: str = "lan", *settings: str) -> str:
     nm.nmcli(
         "connection", "add", "type", "ethernet", "ifname", "ethz0", "con-name", name,
         "connection.autoconnect", "no", "ipv4.method", "auto", "ipv4.dhcp-timeout", "30",
+        "ipv4.may-fail", "no",  # activated (and `up` dispatched) with its lease
         "ipv6.method", "manual", "ipv6.addresses", f"{CLIENT_IPV6}/64",
         "ipv6.addr-gen-mode", "eui64", *settings,
     )  # fmt: skip
