@@ -606,8 +606,34 @@ def cmd_assign(args) -> int:
     def action(state) -> None:
         from .networks import assign_to_network
 
-        if args.profile or not assign_to_network(engine, args.connection, args.zone, state):
+        said = "" if args.profile else assign_to_network(engine, args.connection, args.zone, state)
+        if said:
+            print(printable(said))
+        else:
             assign(engine, args.connection, args.zone, state)
+
+    return _run_changes(engine, action)
+
+
+def cmd_networks(args) -> int:
+    """The known networks (doors/networks.py): listed, or forgotten, renamed, placed."""
+    from .networks import change_network, check_change, known_networks, listing
+
+    if not args.action:
+        store = known_networks(_paths())
+        if args.json:
+            _print_json({"networks": [network.as_dict() for network in store.networks]})
+        else:
+            print("\n".join(printable(line) for line in listing(store)))
+        return EXIT_OK
+    _need_root(f"networks {args.action}")
+    engine = _engine()
+    value = {"rename": getattr(args, "label", ""), "zone": getattr(args, "zone", "")}
+    value = value.get(args.action, "")
+    check_change(engine, args.action, value)  # before the lock: exit 2 at once
+
+    def action(state) -> None:
+        print(printable(change_network(engine, args.action, args.id, value, state)))
 
     return _run_changes(engine, action)
 
@@ -726,7 +752,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_allow_commands(sub)
     _add_kernel_commands(sub)
     _add_nm_commands(sub)
-    add_networks_commands(sub, _command)
+    add_networks_commands(sub, _command, cmd_networks)
     _add_system_commands(sub)
     return parser
 

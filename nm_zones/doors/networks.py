@@ -18,7 +18,8 @@ stored entry has them, the DHCP server identifier, the domain and the SSID match
 Stored in /var/lib/nm-zones/networks.yaml (NM_ZONES_DATA_DIR moves the folder)."""
 
 
-def _store(paths: Paths):
+def known_networks(paths: Paths):
+    """The store of known networks; a broken one is refused with its FILE:LINE problems."""
     from ..networks.store import load_store
 
     store = load_store(paths)
@@ -27,47 +28,20 @@ def _store(paths: Paths):
     return store
 
 
-def cmd_networks(args) -> int:
-    from .cli import _print_json, printable
-
-    paths = Paths.from_environment()
-    if args.action:
-        return _change(paths, args)
-    store = _store(paths)
-    if args.json:
-        _print_json({"networks": [network.as_dict() for network in store.networks]})
-        return 0
+def listing(store) -> list[str]:
+    """`nm-zones networks` as text: one line per network."""
     if not store.networks:
-        print("no known networks yet")
+        return ["no known networks yet"]
+    lines = []
     for network in store.networks:
-        seen = network.as_dict()
         facts = "  ".join(
-            f"{key} {value}"
-            for key, value in seen.items()
-            if key in ("gateway-mac", "dhcp-server", "domain", "ssid", "bssid") and value
+            f"{key} {value}" for key, value in network.identity.fields().items() if value
         )
-        print(
-            printable(
-                f"{network.id}  {network.zone or '(unplaced)':<10} last seen {network.last_seen}"
-                f"  {network.label!r}  {facts}"
-            )
+        lines.append(
+            f"{network.id}  {network.zone or '(unplaced)':<10} last seen {network.last_seen}"
+            f"  {network.label!r}  {facts}"
         )
-    return 0
-
-
-def _change(paths: Paths, args) -> int:
-    """forget, rename, zone: under the state lock, then the interfaces on that network follow."""
-    from .cli import _engine, _need_root, _run_changes, printable
-
-    _need_root(f"networks {args.action}")
-    engine = _engine()
-    value = {"forget": "", "rename": getattr(args, "label", ""), "zone": getattr(args, "zone", "")}
-    check_change(engine, args.action, value[args.action])  # before the lock: exit 2 at once
-
-    def action(state) -> None:
-        print(printable(change_network(engine, args.action, args.id, value[args.action], state)))
-
-    return _run_changes(engine, action)
+    return lines
 
 
 def check_change(engine, action: str, value: str) -> None:
@@ -84,7 +58,7 @@ def change_network(engine, action: str, network_id: str, value: str, state=None)
     from ..networks.zone import follow
 
     check_change(engine, action, value)
-    store = _store(engine.paths)
+    store = known_networks(engine.paths)
     if action == "forget":
         network = store.forget(network_id)
         said = f"forgot network {network.label!r} ({network.id}): it is unknown from now on"
@@ -100,23 +74,22 @@ def change_network(engine, action: str, network_id: str, value: str, state=None)
     return said
 
 
-def assign_to_network(engine, name: str, zone: str, state) -> bool:
+def assign_to_network(engine, name: str, zone: str, state) -> str:
     """`assign NAME ZONE` without --profile: for a connection whose zone follows its network,
-    the zone is stored for the network it is on now (True). False: the profile names a zone
-    of its own, or its type is not identified, and the caller sets connection.zone as ever."""
-    from ..networks.store import load_store
-    from ..networks.zone import follow, network_of, subject
+    the zone is stored for the network it is on now, and what was done is returned. "": the
+    profile names a zone of its own, or its type is not identified, and the caller sets
+    connection.zone as ever."""
+    from ..networks.zone import network_of, subject
     from ..resolve import read_connection
-    from .cli import printable
     from .nm import active_connections, nmcli
 
     details = nmcli("-g", "connection.uuid,connection.id", "connection", "show", name)
     lines = details.stdout.split("\n")
     if details.returncode != 0 or len(lines) < 2:
-        return False  # the profile path says what nmcli says
+        return ""  # the profile path says what nmcli says
     uuid, label = lines[0].strip(), lines[1].strip()
     if not subject(read_connection(uuid, label), engine.compiled):
-        return False
+        return ""
     devices = [a.device for a in active_connections() if a.uuid == uuid]
     network_id = next(
         (n for n in (network_of(engine.paths.state, d, uuid) for d in devices) if n), ""
@@ -128,28 +101,17 @@ def assign_to_network(engine, name: str, zone: str, state) -> bool:
             "there is no network to place; nothing changed (--profile sets connection.zone "
             "for every network)"
         )
-    store = load_store(engine.paths)
-    if store.broken:
-        raise ConfigError(store.problems)
-    network = store.place(network_id, zone)
-    store.save()
-    print(
-        printable(
-            f"network {network.label!r} ({network.id}) is now {zone}: {label!r} gets {zone} on "
-            "this network only (--profile: on every network)"
-        )
-    )
-    follow(engine, state)
-    return True
+    said = change_network(engine, "zone", network_id, zone, state)
+    return f"{said}: {label!r} gets {zone} on this network only (--profile: on every network)"
 
 
-def add_networks_commands(sub, command) -> None:
+def add_networks_commands(sub, command, handler) -> None:
     """`networks [--json]`, `networks forget ID`, `networks rename ID LABEL`,
-    `networks zone ID ZONE`; `command` is cli._command."""
+    `networks zone ID ZONE`; `command` is cli._command, `handler` cli.cmd_networks."""
     p = command(
         sub,
         "networks",
-        cmd_networks,
+        handler,
         "the networks nm-zones has recognised (wired profiles reach many), and their zones",
         "nm-zones networks\n  nm-zones networks zone 3f2a9c1b07 home",
     )
