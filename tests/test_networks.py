@@ -269,6 +269,10 @@ def test_the_zone_follows_the_network_a_wired_profile_reached(world):
     see(net["a"], HOME)
     status = nm.nm_zones("status").stdout
     assert 'why: known network "home.example"' in status
+    nm.nm_zones("reload")  # re-decides every interface: a known network keeps its zone
+    nm.nm_zones("default-zone", "--wired", "block")  # so do unknown networks' zone changes
+    assert binding(nm)["zone"] == "home"
+    nm.nm_zones("default-zone", "--wired", "")
 
     connect(nm, net["c"])  # A's gateway MAC and domain, another DHCP server: not A
     wait_reason(nm, "public", "unknown wired network")

@@ -124,13 +124,17 @@ def decide(engine, interface: str, connection, decision: Decision, action: str, 
 
 
 def recorded(engine, interface: str, connection, decision: Decision, binding) -> Decision:
-    """For the service's stage-3 call (and NetworkManager's replay after a restart): the
-    known network's zone only while `interface` is still bound by that very identification
-    (same connection, same index, its binding's reason a known network); else `decision`."""
+    """For the service's stage-3 call (NetworkManager's replay after a restart) and for
+    reload: the network's zone only while `interface` is still bound by that very
+    identification (same connection, same index, its binding's reason a network's);
+    else `decision`."""
     kind = subject(connection, engine.compiled)
-    if not kind or binding is None or binding.status != "applied":
+    if not kind or binding is None or binding.status not in ("applied", "applying"):
         return decision
-    if binding.connection_uuid != connection.uuid or not binding.reason.startswith(PREFIX_KNOWN):
+    network_reason = (
+        binding.reason.startswith(PREFIX_KNOWN) or binding.reason == REASON_UNKNOWN[kind]
+    )
+    if binding.connection_uuid != connection.uuid or not network_reason:
         return decision
     network_id = network_of(engine.paths.state, interface, connection.uuid)
     return _by_id(engine, network_id, decision, kind) if network_id else decision
