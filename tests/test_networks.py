@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -20,7 +21,7 @@ from nm_zones.paths import Paths
 from tests.harness.lab import PYTHON, REPO, base_env, wait_for
 from tests.harness.networks import PeerNetwork, dhcp_profile, plug, probe_specs
 from tests.harness.nm_sandbox import NMSandbox
-from tests.test_nm import HOME, PUBLIC, WORK
+from tests.test_nm import HOME, HOOK, PUBLIC, WORK
 from tests.test_service import reload_bus_config, service_pid
 
 NEEDS_NM = os.geteuid() != 0 or not shutil.which("NetworkManager") or not shutil.which("dnsmasq")
@@ -469,3 +470,53 @@ def test_with_identify_networks_none_the_zone_follows_the_profile_only(world):
     refused = nm.nm_zones("assign", "lan", "home")  # the profile's own zone, as before
     assert "(nmcli connection.zone)" in refused.stdout
     assert nm.nmcli("-g", "connection.zone", "connection", "show", "lan").stdout.strip() == "home"
+
+
+@pytest.mark.both_backends
+def test_an_event_on_a_known_network_imports_only_the_event_path(lab, tmp_path):
+    """The hook alone, in the lab: the first `up` on a network identifies and stores it; on
+    the next visit (pre-up, then up on the known network) nothing heavy is imported, and
+    the gateway's MAC is what decided."""
+    from nm_zones.doors.install import package_paths
+
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    keyfile.write_text("[connection]\nid=lan\nuuid=1234\ntype=ethernet\n")
+    env = {
+        "CONNECTION_UUID": "1234",
+        "CONNECTION_ID": "lan",
+        "CONNECTION_FILENAME": str(keyfile),
+        "PYTHONPATH": ":".join(package_paths()),
+    }
+    lease = {"IP4_GATEWAY": link.peer_ipv4, "DHCP4_DOMAIN_NAME": "lab.example"}
+    argv = [sys.executable, "-S", "-X", "importtime", HOOK, link.name]
+
+    def event(action: str, **extra: str) -> set[str]:
+        result = lab.run(lab.zoned, [*argv, action], check=False, **env, **extra)
+        assert result.returncode == 0, result.stderr
+        return {
+            line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line
+        }
+
+    event("pre-up")
+    event("up", **lease)
+    state = json.loads(lab.nm_zones("status", "--json").stdout)
+    assert [(i["zone"], i["reason"]) for i in state["interfaces"]] == [
+        ("public", "unknown wired network")
+    ]
+    listed = json.loads(lab.nm_zones("networks", "--json").stdout)["networks"]
+    assert [(n["domain"], n["zone"]) for n in listed] == [("lab.example", None)]
+    assert lab.nm_zones("networks", "zone", listed[0]["id"], "home").returncode == 0
+    event("down")
+    event("pre-up")  # nothing identified before `up`: the unknown-network zone
+    state = json.loads(lab.nm_zones("status", "--json").stdout)
+    assert [(i["zone"], i["reason"]) for i in state["interfaces"]] == [("public", "default-zone")]
+    imported = event("up", **lease)
+    state = json.loads(lab.nm_zones("status", "--json").stdout)
+    assert [(i["zone"], i["reason"]) for i in state["interfaces"]] == [
+        ("home", 'known network "lab.example"')
+    ]
+    heavy = {"yaml", "dataclasses", "json", "re", "subprocess", "hashlib"}
+    heavy |= {"nm_zones.config.model", "nm_zones.config.load", "nm_zones.config.yamlsource"}
+    assert "nm_zones.networks.neighbours" in imported
+    assert not heavy & imported, heavy & imported

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import marshal
 import os
-import re
 import time
 
 from ..files import read_trusted, write_atomically
@@ -29,9 +28,10 @@ from .identity import FIELDS, STORE_FILE, Identity
 
 CACHE_FILE = "networks-cache"  # the parsed store, in the state dir: events skip YAML
 KEYS = ("id", "label", "zone", *FIELDS, "first-seen", "last-seen")
-ID = re.compile(r"^[0-9a-z-]{1,40}$")
-ZONE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,17}$")
-MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5,19}$")
+# read only when the YAML itself is (events read the cache, and never import re)
+ID = r"[0-9a-z-]{1,40}"
+ZONE_NAME = r"[A-Za-z0-9_-]{1,17}"
+MAC = r"[0-9a-f]{2}(:[0-9a-f]{2}){5,19}"
 LABEL_MAX = 200
 HEADER = (
     "# nm-zones' known networks: what identified each one and the zone it was given.\n"
@@ -310,6 +310,8 @@ def _networks(path: str, doc, problems: list) -> list[Network]:
 
 
 def _network(path: str, item, line: int, where: str, problems: list) -> Network | None:
+    import re
+
     from ..config.yamlsource import LocMap
 
     if not isinstance(item, LocMap):
@@ -327,7 +329,7 @@ def _network(path: str, item, line: int, where: str, problems: list) -> Network 
         if not isinstance(value, str) or len(value) > LABEL_MAX or not value.isprintable():
             problems.append(_problem(path, key_line, f"{where}.{key}", "must be printable text"))
             return ""
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not re.fullmatch(pattern, value):
             problems.append(_problem(path, key_line, f"{where}.{key}", f"{value!r} is not valid"))
             return ""
         return value
