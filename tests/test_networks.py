@@ -178,7 +178,7 @@ def test_the_gateway_mac_is_resolved_actively_on_the_device(lab):
 
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, backend):
     """The sandbox with the hook installed and a listener, and three networks on the same
     subnet: A (home), B (a hotel), C (A's gateway MAC copied, another DHCP server)."""
     if NEEDS_NM:
@@ -192,6 +192,8 @@ def world(tmp_path):
     try:
         nm.start()
         nm.install_hook()
+        if backend != "iptables":
+            nm.sh(f"echo 'backend: {backend}' > /etc/nm-zones/nm-zones.yaml")
         nm.listen()
         for network in networks.values():
             network.start()
@@ -245,7 +247,8 @@ def known(nm) -> list[dict]:
     return json.loads(nm.nm_zones("networks", "--json").stdout)["networks"]
 
 
-def test_the_zone_follows_the_network_a_wired_profile_reached(world):
+@pytest.mark.both_backends
+def test_the_zone_follows_the_network_a_wired_profile_reached(world, backend):
     nm, net = world
     dhcp_profile(nm)
     connect(nm, net["a"])
@@ -270,6 +273,7 @@ def test_the_zone_follows_the_network_a_wired_profile_reached(world):
     see(net["a"], HOME)
     status = nm.nm_zones("status").stdout
     assert 'why: known network "home.example"' in status
+    assert f"rules held by: {backend}" in status
     nm.nm_zones("reload")  # re-decides every interface: a known network keeps its zone
     nm.nm_zones("default-zone", "--wired", "block")  # so do unknown networks' zone changes
     assert binding(nm)["zone"] == "home"
