@@ -366,12 +366,16 @@ def test_with_the_service_an_identified_network_keeps_its_zone_across_replays(wo
     see(net["a"], HOME)
     # the same over org.nm_zones.Manager1
     manager = "org.nm_zones.Manager1"
+    reply = nm.gdbus(f"{manager}.AssignConnection", "lan", "internal").stdout
+    assert "is now internal: 'lan' gets internal on this network only" in reply
+    wait_reason(nm, "internal", 'known network "home.example"')
+    assert nm.nmcli("-g", "connection.zone", "connection", "show", "lan").stdout.strip() == ""
     listed = nm.gdbus(f"{manager}.GetNetworks").stdout
     a_id = next(n["id"] for n in known(nm) if n["domain"] == "home.example")
-    assert "'gateway-mac': '02:aa:00:00:00:01'" in listed and "'zone': 'home'" in listed
+    assert "'gateway-mac': '02:aa:00:00:00:01'" in listed and "'zone': 'internal'" in listed
     reply = nm.gdbus(f"{manager}.SetNetworkZone", a_id, "work").stdout
     assert f"network 'home.example' ({a_id}) is now work" in reply
-    assert 'ethz0: home -> work (known network \\"home.example\\")' in reply
+    assert 'ethz0: internal -> work (known network \\"home.example\\")' in reply
     wait_reason(nm, "work", 'known network "home.example"')
     nm.gdbus(f"{manager}.RenameNetwork", a_id, "Home LAN")
     assert {n["label"] for n in known(nm)} == {"Home LAN", "hotel.example"}

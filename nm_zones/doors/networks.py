@@ -105,6 +105,16 @@ def assign_to_network(engine, name: str, zone: str, state) -> str:
     return f"{said}: {label!r} gets {zone} on this network only (--profile: on every network)"
 
 
+def assign_on_bus(engine, name: str, zone: str, state) -> str:
+    """AssignConnection over D-Bus: as `assign` without --profile on an identified network;
+    elsewhere "" and the caller sets the profile's zone, as clients of this method (the
+    notification agent asking at connection time) have always had it."""
+    try:
+        return assign_to_network(engine, name, zone, state)
+    except UsageError:
+        return ""
+
+
 def add_networks_commands(sub, command, handler) -> None:
     """`networks [--json]`, `networks forget ID`, `networks rename ID LABEL`,
     `networks zone ID ZONE`; `command` is cli._command, `handler` cli.cmd_networks."""

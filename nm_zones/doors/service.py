@@ -614,19 +614,25 @@ class ZoneService:
         return lines
 
     async def assign(self, connection: str, zone: str) -> tuple:
-        """`nm-zones assign` for a caller polkit allows: the zone goes into the profile, and
-        an active connection's interface switches now."""
+        """`nm-zones assign` for a caller polkit allows: the zone goes to the network an
+        identified connection without a zone of its own is on (doors/networks.py), else
+        into the profile; an active connection's interface switches now."""
+        from .networks import assign_on_bus
         from .nm import assign
 
         engine = self.engine()
         if zone not in engine.known_zones():
             raise FirewallError("INVALID_ZONE", zone)
 
-        def action():
-            self.locked(engine, lambda state: assign(engine, connection, zone, state))
+        said: list[str] = []
 
-        await self.run_engine(engine, action, "INVALID_VALUE")
-        return ([str(change) for change in engine.changes],)
+        def work(state):
+            said.append(assign_on_bus(engine, connection, zone, state))
+            if not said[-1]:  # not on an identified network: the profile's zone, as ever
+                assign(engine, connection, zone, state)
+
+        await self.run_engine(engine, lambda: self.locked(engine, work), "INVALID_VALUE")
+        return ([*filter(None, said), *(str(change) for change in engine.changes)],)
 
     async def set_enabled(self, enabled: bool) -> tuple:
         """`nm-zones enable` / `disable` for a caller polkit allows."""
