@@ -595,6 +595,8 @@ def _through_service(command: str, method: str, args: tuple) -> int | None:
 def cmd_assign(args) -> int:
     from .nm import assign
 
+    if args.profile:  # the service's AssignConnection places an identified network instead
+        _need_root("assign --profile")
     through = _through_service("assign", "AssignConnection", (args.connection, args.zone))
     if through is not None:
         return through
