@@ -27,10 +27,10 @@ SAME = (
     ("--get-default-zone",),
     ("--set-default-zone=public",),
     ("--reload",),
+    ("--state",),  # the Properties interface (doors/firewalld_props.py)
 )
 NOT_YET = (
     ("--get-active-zones",),  # nm-zones also lists the default zone with no interface
-    ("--state",),
     ("--get-zones",),  # nm-zones also lists nm-shared
     ("--get-services",),  # the catalogs differ
     ("--list-all",),
