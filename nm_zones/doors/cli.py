@@ -922,7 +922,9 @@ def _add_nm_commands(sub) -> None:
         "set a connection's zone and apply it at once if the connection is active (root): "
         "for a profile whose zone follows its network (no zone of its own, identify-networks), "
         "the zone of the network it is on now (nm-zones networks); else, or with --profile, "
-        "the profile's own zone in NetworkManager (connection.zone), on every network",
+        "the profile's own zone in NetworkManager (connection.zone), on every network; for "
+        "a profile non-admins may edit, a zone outside user-profile-zones is also kept by "
+        "its UUID in the connections map",
         'nm-zones assign "Home Wi-Fi" home\n  nm-zones assign "Wired connection 1" home',
     )
     p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
