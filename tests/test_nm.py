@@ -153,7 +153,7 @@ def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
     uuid = nm.add_connection(link, "lan", "connection.permissions", "user:alice")
     nm.nmcli("connection", "up", "lan")
     nm.wait_zone(link.name, "public")
-    result = nm.nm_zones("assign", "lan", "trusted")
+    result = nm.nm_zones("assign", "lan", "trusted", "--profile")  # no network identified
     assert "ethz0: public -> trusted (map: uuid)" in result.stdout
     assert "can be edited by non-admins" in result.stderr
     assert f"'{uuid}': trusted" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
