@@ -653,7 +653,9 @@ class Engine:
                     self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
                     zone, reason = self.compiled.default_zone, "default-zone"
             else:
-                decision = self.decide(connection)
+                from .networks.zone import recorded  # an identified network keeps its zone
+
+                decision = recorded(self, name, connection, self.decide(connection), binding)
                 zone, reason = decision.zone, decision.reason
             try:
                 self.apply_interface(name, zone, reason, connection, state)

@@ -14,24 +14,30 @@ class Paths:
     a dataclass costs more than the rest of the module.
     """
 
-    __slots__ = ("config", "shipped", "state")
+    __slots__ = ("config", "data", "shipped", "state")
 
     def __init__(
         self,
         shipped: str = SHIPPED_DIR,
         config: str = "/etc/nm-zones",
         state: str = "/run/nm-zones",
+        data: str = "/var/lib/nm-zones",
     ):
         self.shipped, self.config, self.state = shipped, config, state
+        self.data = data  # what nm-zones learns and keeps across reboots (known networks)
 
     def __repr__(self) -> str:
-        return f"Paths(shipped={self.shipped!r}, config={self.config!r}, state={self.state!r})"
+        return (
+            f"Paths(shipped={self.shipped!r}, config={self.config!r}, state={self.state!r}, "
+            f"data={self.data!r})"
+        )
 
     @classmethod
     def from_environment(cls) -> Paths:
         return cls(
             config=os.environ.get("NM_ZONES_CONFIG_DIR") or "/etc/nm-zones",
             state=os.environ.get("NM_ZONES_STATE_DIR") or "/run/nm-zones",
+            data=os.environ.get("NM_ZONES_DATA_DIR") or "/var/lib/nm-zones",
         )
 
     @property

@@ -162,6 +162,20 @@ INTROSPECTION = """\
     <method name="GetSettings"><arg name="settings" type="a{ss}" direction="out"/></method>
     <signal name="ZoneChanged"><arg name="change" type="a{ss}"/></signal>
     <signal name="SettingsChanged"/>
+    <method name="GetNetworks"><arg name="networks" type="aa{ss}" direction="out"/></method>
+    <method name="SetNetworkZone">
+      <arg name="id" type="s" direction="in"/><arg name="zone" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="RenameNetwork">
+      <arg name="id" type="s" direction="in"/><arg name="label" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="ForgetNetwork">
+      <arg name="id" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <signal name="NetworksChanged"/>
   </interface>
 </node>
 """

@@ -589,6 +589,8 @@ def _through_service(command: str, method: str, args: tuple) -> int | None:
 def cmd_assign(args) -> int:
     from .nm import assign
 
+    if args.profile:  # the service's AssignConnection places an identified network instead
+        _need_root("assign --profile")
     through = _through_service("assign", "AssignConnection", (args.connection, args.zone))
     if through is not None:
         return through
@@ -596,7 +598,40 @@ def cmd_assign(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    return _run_changes(engine, lambda state: assign(engine, args.connection, args.zone, state))
+
+    def action(state) -> None:
+        from .networks import assign_to_network
+
+        said = "" if args.profile else assign_to_network(engine, args.connection, args.zone, state)
+        if said:
+            print(printable(said))
+        else:
+            assign(engine, args.connection, args.zone, state)
+
+    return _run_changes(engine, action)
+
+
+def cmd_networks(args) -> int:
+    """The known networks (doors/networks.py): listed, or forgotten, renamed, placed."""
+    from .networks import change_network, check_change, known_networks, listing
+
+    if not args.action:
+        store = known_networks(_paths())
+        if args.json:
+            _print_json({"networks": [network.as_dict() for network in store.networks]})
+        else:
+            print("\n".join(printable(line) for line in listing(store)))
+        return EXIT_OK
+    _need_root(f"networks {args.action}")
+    engine = _engine()
+    value = {"rename": getattr(args, "label", ""), "zone": getattr(args, "zone", "")}
+    value = value.get(args.action, "")
+    check_change(engine, args.action, value)  # before the lock: exit 2 at once
+
+    def action(state) -> None:
+        print(printable(change_network(engine, args.action, args.id, value, state)))
+
+    return _run_changes(engine, action)
 
 
 def cmd_default_zone(args) -> int:
@@ -704,6 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from .networks import add_networks_commands
+
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_config_commands(sub)
@@ -711,6 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_allow_commands(sub)
     _add_kernel_commands(sub)
     _add_nm_commands(sub)
+    add_networks_commands(sub, _command, cmd_networks)
     _add_system_commands(sub)
     return parser
 
@@ -882,13 +920,21 @@ def _add_nm_commands(sub) -> None:
         sub,
         "assign",
         cmd_assign,
-        "set a connection's zone in NetworkManager (connection.zone) and apply it at "
-        "once if the connection is active (root); for a profile non-admins may edit, a zone "
-        "outside user-profile-zones is also kept by its UUID in the connections map",
-        'nm-zones assign "Home Wi-Fi" home',
+        "set a connection's zone and apply it at once if the connection is active (root): "
+        "for a profile whose zone follows its network (no zone of its own, identify-networks), "
+        "the zone of the network it is on now (nm-zones networks); else, or with --profile, "
+        "the profile's own zone in NetworkManager (connection.zone), on every network; for "
+        "a profile non-admins may edit, a zone outside user-profile-zones is also kept by "
+        "its UUID in the connections map",
+        'nm-zones assign "Home Wi-Fi" home\n  nm-zones assign "Wired connection 1" home',
     )
     p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
     p.add_argument("zone")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="set connection.zone in the profile (every network), not the network's zone",
+    )
     p = _command(
         sub,
         "default-zone",

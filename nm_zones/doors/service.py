@@ -31,6 +31,7 @@ from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
+from . import networks_bus
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -201,6 +202,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetConnections"): ("", "aa{ss}", None, service.get_connections),
         (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
         (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
+        **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
     }
 
 
@@ -552,6 +554,7 @@ class ZoneService:
 
         def work(state):
             from ..ifname import interface_index, matches_exempt
+            from ..networks.zone import recorded as recorded_network
             from ..quick import inputs_key
             from ..resolve import decide_zone, not_allowed
 
@@ -562,6 +565,9 @@ class ZoneService:
             from_profile = zone == connection.zone and not_allowed(zone) in decision.reason
             if zone == "" or from_profile:
                 decision = engine.decide(connection)  # logs a missing or refused zone
+                # a replay (a restart of this service) keeps an identified network's zone
+                bound = state.interfaces.get(interface)
+                decision = recorded_network(engine, interface, connection, decision, bound)
                 target, reason = decision.zone, decision.reason
             elif zone not in known:
                 raise FirewallError("INVALID_ZONE", zone)
@@ -698,20 +704,26 @@ class ZoneService:
         return lines
 
     async def assign(self, connection: str, zone: str) -> tuple:
-        """`nm-zones assign` for a caller polkit allows: the zone goes into the profile, and
-        an active connection's interface switches now."""
+        """`nm-zones assign` for a caller polkit allows: the zone goes to the network an
+        identified connection without a zone of its own is on (doors/networks.py), else
+        into the profile; an active connection's interface switches now."""
+        from .networks import assign_on_bus
         from .nm import assign
 
         engine = self.engine()
         if zone not in engine.known_zones():
             raise FirewallError("INVALID_ZONE", zone)
 
-        def action():
-            self.locked(engine, lambda state: assign(engine, connection, zone, state))
+        said: list[str] = []
 
-        await self.run_engine(engine, action, "INVALID_VALUE")
+        def work(state):
+            said.append(assign_on_bus(engine, connection, zone, state))
+            if not said[-1]:  # not on an identified network: the profile's zone, as ever
+                assign(engine, connection, zone, state)
+
+        await self.run_engine(engine, lambda: self.locked(engine, work), "INVALID_VALUE")
         fulfilled(engine)
-        return ([str(change) for change in engine.changes],)
+        return ([*filter(None, said), *(str(change) for change in engine.changes)],)
 
     async def set_enabled(self, enabled: bool) -> tuple:
         """`nm-zones enable` / `disable` for a caller polkit allows."""
