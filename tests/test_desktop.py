@@ -378,7 +378,7 @@ def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path)
 
     # a port that cannot be: the zone file's own message, the file unchanged
     type_port(window, "70000/tcp")
-    window.wait_status(r"70000")
+    window.wait_status(r"^port 70000 is out of range \(1-65535\)$")
     assert nm.sh("cat /etc/nm-zones/zones.d/home.yaml").stdout == text
     screenshot(desktop, tmp_path, "zone-editor.png", desktop.window("--name", "Network Zones")[0])
 

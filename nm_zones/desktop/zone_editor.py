@@ -6,6 +6,7 @@ zone file through the service (EditZone, polkit's org.nm-zones.configure), as
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -16,9 +17,10 @@ gi.require_version("Adw", "1")
 
 from gi.repository import Adw, GLib, Gtk  # noqa: E402
 
-from ..text import printable  # noqa: E402
+from ..text import duration_text, printable  # noqa: E402
 from .common import Service, ServiceError, _, zone_label  # noqa: E402
 
+CODE = re.compile(r"^[A-Z_]+: ")  # firewalld's error code before the message
 Done = Callable[[list[str] | None, ServiceError | None], None]
 
 
@@ -37,15 +39,7 @@ def time_left(deadline: int) -> str:
     """`9m 12s left`, `2h 5m left`; `until revoked` for an allowance without end."""
     if not deadline:
         return _("until revoked")
-    seconds = max(0, int(deadline - time.time()))
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    if seconds or not parts:
-        parts.append(f"{seconds}s")
-    return _("{time} left").format(time=" ".join(parts[:2]))
+    return _("{time} left").format(time=duration_text(deadline - time.time()))
 
 
 def yes_no(value: bool) -> str:
@@ -251,4 +245,11 @@ class ZoneEditor(Gtk.Box):
 
     def change(self, saying: str, method: str, args: GLib.Variant) -> None:
         self.show(saying)
-        self.service.change(method, args, self.done)
+        self.service.change(method, args, self._done)
+
+    def _done(self, lines: list[str] | None, error: ServiceError | None) -> None:
+        """The service's answer, without firewalld's error code (`INVALID_VALUE: `): the
+        user reads what is wrong with what they typed."""
+        if error is not None and not error.not_authorized:
+            error = ServiceError(CODE.sub("", str(error), count=1))
+        self.done(lines, error)
