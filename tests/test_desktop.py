@@ -331,6 +331,14 @@ def type_port(window: Window, port: str) -> None:
     window.desktop.keys("Return")
 
 
+def drawn(desktop: Desktop, window: str, tmp_path) -> bool:
+    """Whether the bottom of the window shows something (X resizes at once, GTK draws after)."""
+    target = str(tmp_path / "bottom.png")
+    desktop.screenshot(target, window, "640x40+0+1290")
+    colours = subprocess.run(["identify", "-format", "%k", target], capture_output=True, text=True)
+    return colours.returncode == 0 and int(colours.stdout or 0) > 2
+
+
 def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path):
     nm = desk
     nm.listen()
@@ -380,7 +388,11 @@ def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path)
     type_port(window, "70000/tcp")
     window.wait_status(r"^port 70000 is out of range \(1-65535\)$")
     assert nm.sh("cat /etc/nm-zones/zones.d/home.yaml").stdout == text
-    screenshot(desktop, tmp_path, "zone-editor.png", desktop.window("--name", "Network Zones")[0])
+    # the whole page in the picture: the window made taller (no window manager: xdotool)
+    shown = desktop.window("--name", "Network Zones")[0]
+    desktop.run(["xdotool", "windowsize", shown, "640", "1340"])
+    wait_for(lambda: drawn(desktop, shown, tmp_path), 10, what="GTK to draw the taller window")
+    screenshot(desktop, tmp_path, "zone-editor.png", shown)
 
     # the runtime allowance revoked from the window
     desktop.atspi("action", APP, control(window, f"Revoke 9090/tcp on {lan.name}")["path"], "click")
