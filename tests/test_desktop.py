@@ -400,6 +400,9 @@ def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path)
     assert "9090/tcp" not in nm.nm_zones("status", lan.name).stdout
     wait_for(lambda: "9090/tcp" not in zone_rows(window), 10, what="the allowance's row to go")
     assert "Traceback" not in desktop.log("settings.log")
+    with open(os.path.join(nm.tmp, "serve.log"), errors="replace") as stream:
+        served = stream.read()
+    assert "internal error" not in served and "refused (org.nm-zones.configure)" in served
 
 
 SERVER = "org.freedesktop.Notifications"
