@@ -85,6 +85,8 @@ def test_panic_drops_everything_but_loopback_whatever_runs_until_off(lab, zoned)
     on = lab.nm_zones("panic", "on", check=False)
     assert on.returncode == 0 and on.stdout == "*: - -> panic mode (command line)\n", on
     assert_panic(lab, link)
+    one = lab.nm_zones("status", link.name, check=False)
+    assert one.returncode == 1 and one.stdout.startswith("panic mode: "), one.stdout
     assert lab.nm_zones("panic", "on", check=False).stdout == ""  # already on: nothing to do
     doors = {
         "hook up (quick path)": lambda: hook(lab, link.name, "up", **env),
@@ -101,6 +103,7 @@ def test_panic_drops_everything_but_loopback_whatever_runs_until_off(lab, zoned)
     assert off.returncode == 0 and off.stdout == "*: panic mode -> - (command line)\n", off
     assert_zone_home(lab, link)
     assert panic_status(lab) == {"on": False, "since": "", "kernel": "unknown"}
+    assert lab.nm_zones("status", link.name, check=False).returncode == 0
     assert lab.nm_zones("panic", "off", check=False).stdout == ""
 
 

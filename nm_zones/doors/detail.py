@@ -74,11 +74,13 @@ def show_interface(args) -> int:
         EXIT_DISABLED,
         EXIT_FAILURE,
         EXIT_OK,
+        PANIC_LINE,
         _engine,
         _loaded,
         _print_json,
         _service_view,
         _zone_view,
+        panic_row,
         status_problems,
         status_row,
     )
@@ -94,6 +96,9 @@ def show_interface(args) -> int:
     if binding is None and not interface_index(name):
         raise UsageError(f"no interface named {name!r} is bound or present")
     catchall, problems = status_problems(engine, state, disabled, root)
+    panic = panic_row(engine, root)
+    if panic["on"]:  # first, and the exit status is 1
+        problems = [f"{PANIC_LINE}, since {panic['since']} (nm-zones panic off)", *problems]
     loaded = _loaded()
     config = loaded.config
     exempt = binding is None and matches_exempt(name, engine.compiled.exempt_interfaces)
@@ -123,10 +128,18 @@ def show_interface(args) -> int:
         for key in ("target", "forward-ports", "masquerade", "log-denied", "icmp-blocks"):
             row[key.replace("-", "_")] = zone_view[key]
     if args.json:
-        _print_json({**row, "enabled": not disabled, "catchall": catchall, "problems": problems})
+        _print_json(
+            {
+                **row,
+                "enabled": not disabled,
+                "panic": panic,
+                "catchall": catchall,
+                "problems": problems,
+            }
+        )
     else:
         _print_interface(row, zone_view, problems, disabled)
-    if disabled:
+    if disabled and not panic["on"]:
         return EXIT_DISABLED
     bad = problems or (
         binding is not None
