@@ -159,6 +159,22 @@ def test_a_flush_of_the_panic_rules_is_repaired_by_the_next_run(lab, zoned, flus
     assert_zone_home(lab, link)
 
 
+@pytest.mark.both_backends
+def test_the_repair_puts_panic_back_in_the_very_commit_that_rebuilds(lab, zoned):
+    """A run killed right after its first commit has already put panic mode back in that
+    table: the rebuild of a flushed table holds the panic rules, never a moment without."""
+    lab.nm_zones("panic", "on")
+    lab.shell(FLUSHES[lab.backend]["restore an empty ruleset"])
+    killed = lab.nm_zones("gc", check=False, NM_ZONES_FAULTS="kill-after-commit=1")
+    assert killed.returncode == -9
+    if lab.backend == "nftables":
+        held = lab.nft_table()
+        assert "panic-input" in held and "panic-output" in held
+    else:
+        assert "-A nmz-panic-in -j DROP" in lab.save("ipv4", "filter")
+        assert "-A INPUT -j nmz-panic-in\n-A INPUT -j nmz-input" in lab.save("ipv4", "filter")
+
+
 PANIC_RUNS = {
     "panic on": ["-m", "nm_zones", "panic", "on"],
     "panic off": ["-m", "nm_zones", "panic", "off"],
