@@ -408,7 +408,8 @@ class Engine:
         if on:
             from .files import write_atomically
 
-            write_atomically(self.paths.panic_flag, f"{time.time():.0f}\n".encode(), 0o600)
+            text = b"panic mode is on; `nm-zones panic off` ends it\n"
+            write_atomically(self.paths.panic_flag, text, 0o600)
         self.backend.panic(on)
         if not on:
             try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports

@@ -546,17 +546,15 @@ def cmd_status(args) -> int:
 
 
 def panic_row(engine, root: bool) -> dict:
-    """Panic mode as `status` shows it: on or off, since when, whether the kernel holds its
-    rules (asked only as root)."""
-    from ..files import UntrustedFile, read_trusted
-
+    """Panic mode as `status` shows it: on or off, since when (its flag's time, readable by
+    anyone), whether the kernel holds its rules (asked only as root)."""
     if not engine.panic:
         return {"on": False, "since": "", "kernel": _kernel_word(None)}
     try:
-        moment = float((read_trusted(engine.paths.panic_flag) or b"").strip() or 0)
-    except (UntrustedFile, ValueError):
-        moment = 0.0
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment)) if moment else "?"
+        moment = os.lstat(engine.paths.panic_flag).st_mtime
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+    except OSError:
+        since = "?"
     held = engine.backend.holds_panic() if root else None
     return {"on": True, "since": since, "kernel": _kernel_word(held)}
 
