@@ -245,9 +245,17 @@ def test_panic_and_disable_exclude_each_other(lab, zoned):
 
 
 def test_the_flag_is_root_only_and_plan_says_panic_mode_is_on(lab, zoned):
+    link, _ = zoned
     lab.nm_zones("panic", "on")
     flag = os.stat(os.path.join(lab.state_dir, "panic"))
     assert flag.st_uid == 0 and flag.st_mode & 0o777 == 0o600
+    # a state folder others can write: every run refuses in one line, panic mode stays
+    os.chmod(lab.state_dir, 0o777)
+    refused = lab.nm_zones("panic", "off", check=False)
+    assert refused.returncode == 1 and "can be written by others" in refused.stderr, refused
+    assert len(refused.stderr.splitlines()) == 1
+    assert incoming(lab, link) == DROPPED
+    os.chmod(lab.state_dir, 0o755)
     plan = lab.nm_zones("plan", "vz1", "home")
     assert "panic mode" in plan.stderr and plan.stdout.startswith("# IPv4\n")
 
