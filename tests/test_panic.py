@@ -181,6 +181,36 @@ def test_the_repair_puts_panic_back_in_the_very_commit_that_rebuilds(lab, zoned)
         assert "-A INPUT -j nmz-panic-in\n-A INPUT -j nmz-input" in lab.save("ipv4", "filter")
 
 
+OVERTAKES = {  # another program accepts everything before nm-zones' rules see it
+    "iptables": "for t in iptables-legacy ip6tables-legacy; do "
+    "$t -I INPUT -j ACCEPT; $t -I OUTPUT -j ACCEPT; done",
+    "nftables": "nft add table inet other; "
+    "nft add chain inet other in '{ type filter hook input priority -300; }'; "
+    "nft add chain inet other out '{ type filter hook output priority -300; }'; "
+    "nft add rule inet other in accept; nft add rule inet other out accept",
+}
+
+
+@pytest.mark.both_backends
+def test_rules_of_another_program_above_panic_mode_are_overtaken(lab, zoned):
+    """Panic mode comes first: an ACCEPT another program puts before it (iptables) is
+    overtaken by the next run, and left in place; in nftables a drop is final anyway."""
+    link, env = zoned
+    lab.nm_zones("panic", "on")
+    lab.shell(OVERTAKES[lab.backend])
+    if lab.backend == "iptables":
+        assert incoming(lab, link) == ["accepted"] * 4  # really open
+        assert status(lab).returncode == 1 and panic_status(lab)["kernel"] == "DIFFERS"
+        assert hook(lab, link.name, "up", **env).returncode == 1  # it says what it found
+    assert_panic(lab, link)
+    held = (
+        lab.save("ipv4", "filter")
+        if lab.backend == "iptables"
+        else lab.shell("nft list ruleset").stdout
+    )
+    assert "-A INPUT -j ACCEPT" in held or "table inet other" in held  # theirs, kept
+
+
 PANIC_RUNS = {
     "panic on": ["-m", "nm_zones", "panic", "on"],
     "panic off": ["-m", "nm_zones", "panic", "off"],
