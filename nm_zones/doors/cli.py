@@ -501,10 +501,7 @@ def cmd_status(args) -> int:
         if disabled:
             print("nm-zones is disabled (nm-zones enable)")
         if panic["on"]:
-            print(
-                f"{PANIC_LINE}, since {panic['since']} (nm-zones panic off)"
-                + (f"  kernel: {panic['kernel']}" if root else "")
-            )
+            print(panic_text(panic) + (f"  kernel: {panic['kernel']}" if root else ""))
         print(
             f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
@@ -513,21 +510,7 @@ def cmd_status(args) -> int:
         for problem in problems:
             print(printable(problem))
         for row in rows:
-            line = (
-                f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
-                f"kernel: {row['kernel']:<8}  why: {row['reason']}"
-            )
-            if row["connection"]:
-                line += f"  connection: {row['connection']}"
-            if row["flows_ended"]:
-                line += f"  flows ended: {row['flows_ended']}"
-            if row["status"] != "applied":
-                line += f"  ({row['status'].upper()})"
-            if not row["present"]:
-                line += "  (interface gone)"
-            if row["degraded"]:
-                line += f"  DEGRADED: {row['degraded']}"
-            print(printable(line))
+            print(printable(_status_line(row)))
     if panic["on"]:
         return EXIT_FAILURE
     if disabled:
@@ -536,6 +519,29 @@ def cmd_status(args) -> int:
         r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
     )
     return EXIT_FAILURE if bad else EXIT_OK
+
+
+def _status_line(row: dict) -> str:
+    """One bound interface on one line of `status`."""
+    line = (
+        f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
+        f"kernel: {row['kernel']:<8}  why: {row['reason']}"
+    )
+    if row["connection"]:
+        line += f"  connection: {row['connection']}"
+    if row["flows_ended"]:
+        line += f"  flows ended: {row['flows_ended']}"
+    if row["status"] != "applied":
+        line += f"  ({row['status'].upper()})"
+    if not row["present"]:
+        line += "  (interface gone)"
+    if row["degraded"]:
+        line += f"  DEGRADED: {row['degraded']}"
+    return line
+
+
+def panic_text(panic: dict) -> str:
+    return f"{PANIC_LINE}, since {panic['since']} (nm-zones panic off)"
 
 
 def panic_row(engine, root: bool) -> dict:

@@ -76,13 +76,13 @@ def show_interface(args) -> int:
         EXIT_DISABLED,
         EXIT_FAILURE,
         EXIT_OK,
-        PANIC_LINE,
         _engine,
         _loaded,
         _print_json,
         _service_view,
         _zone_view,
         panic_row,
+        panic_text,
         status_problems,
         status_row,
     )
@@ -100,7 +100,7 @@ def show_interface(args) -> int:
     catchall, problems = status_problems(engine, state, disabled, root)
     panic = panic_row(engine, root)
     if panic["on"]:  # first, and the exit status is 1
-        problems = [f"{PANIC_LINE}, since {panic['since']} (nm-zones panic off)", *problems]
+        problems = [panic_text(panic), *problems]
     loaded = _loaded()
     config = loaded.config
     exempt = binding is None and matches_exempt(name, engine.compiled.exempt_interfaces)
@@ -130,15 +130,8 @@ def show_interface(args) -> int:
         for key in ("target", "forward-ports", "masquerade", "log-denied", "icmp-blocks"):
             row[key.replace("-", "_")] = zone_view[key]
     if args.json:
-        _print_json(
-            {
-                **row,
-                "enabled": not disabled,
-                "panic": panic,
-                "catchall": catchall,
-                "problems": problems,
-            }
-        )
+        whole = {"enabled": not disabled, "panic": panic, "catchall": catchall}
+        _print_json({**row, **whole, "problems": problems})
     else:
         _print_interface(row, zone_view, problems, disabled)
     if disabled and not panic["on"]:
