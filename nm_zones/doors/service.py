@@ -12,7 +12,8 @@ profile is active on the interface and applies resolve.decide_zone, as the hook 
 records the inputs the hook will compute for the same profile (quick.inputs_key), so the
 hook's `pre-up`/`up` that follow are no-ops.
 
-Changes need root or polkit (org.nm-zones.assign, org.nm-zones.configure); reads are open.
+Changes need root or polkit (org.nm-zones.assign, org.nm-zones.configure, org.nm-zones.panic);
+reads are open.
 The D-Bus plumbing is jeepney's (messages, authentication, asyncio transport); this module
 only routes method calls and matches replies to its own outgoing calls.
 """
@@ -35,6 +36,7 @@ from . import networks_bus
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
+    ACTION_PANIC,
     BUS_NAME,
     ERROR_NAME,
     INTROSPECTION,
@@ -184,6 +186,9 @@ def _methods(service: ZoneService) -> dict:
         (MAIN_INTERFACE, "getDefaultZone"): ("", "s", None, service.get_default_zone),
         (MAIN_INTERFACE, "setDefaultZone"): ("s", "", ACTION_CONFIGURE, service.set_default_zone),
         (MAIN_INTERFACE, "reload"): ("", "", ACTION_CONFIGURE, service.reload),
+        (MAIN_INTERFACE, "enablePanicMode"): ("", "", ACTION_PANIC, service.enable_panic),
+        (MAIN_INTERFACE, "disablePanicMode"): ("", "", ACTION_PANIC, service.disable_panic),
+        (MAIN_INTERFACE, "queryPanicMode"): ("", "b", None, service.query_panic),
         (ZONE_INTERFACE, "getZones"): ("", "as", None, service.get_zones),
         (ZONE_INTERFACE, "getActiveZones"): ("", "a{sa{sas}}", None, service.get_active_zones),
         (ZONE_INTERFACE, "getZoneOfInterface"): ("s", "s", None, service.get_zone_of_interface),
@@ -675,6 +680,36 @@ class ZoneService:
         await self.run_engine(engine, action, "COMMAND_FAILED")
         await self.emit(MAIN_INTERFACE, "Reloaded")
         return [str(change) for change in engine.changes]
+
+    async def enable_panic(self) -> tuple:
+        await self._set_panic(True)
+        return ()
+
+    async def disable_panic(self) -> tuple:
+        await self._set_panic(False)
+        return ()
+
+    async def query_panic(self) -> tuple:
+        return (self.paths.panic,)
+
+    async def _set_panic(self, on: bool) -> None:
+        """Panic mode as firewalld's calls ask (engine.set_panic), with its answers when it
+        already is so (ALREADY_ENABLED, NOT_ENABLED) and its signals once the kernel holds
+        it (PanicModeEnabled, PanicModeDisabled)."""
+        engine = self.engine()
+
+        def work(state):
+            if on == engine.panic:
+                code = "ALREADY_ENABLED" if on else "NOT_ENABLED"
+                raise FirewallError(
+                    code, "panic mode " + ("already enabled" if on else "is not enabled")
+                )
+            if on and self.paths.disabled:
+                raise FirewallError("NOT_RUNNING", "nm-zones is disabled (nm-zones enable)")
+            engine.set_panic(state, on, REASON_DBUS)
+
+        await self.in_worker(engine, work)
+        await self.emit(MAIN_INTERFACE, "PanicModeEnabled" if on else "PanicModeDisabled")
 
     async def set_default_zone(self, zone: str) -> tuple:
         await self._set_map_zone("default-zone", zone)
