@@ -2,12 +2,23 @@
 
 Every zone's first rule accepts established traffic, so a switch by itself changes only what
 happens to new connections. After a switch commits, nm-zones therefore looks at the conntrack
-table for flows that entered through the interface, and deletes each one the new zone would
+table for flows that entered through the interface, and ends each one the new zone would
 refuse if it were new: its protocol, destination port or ICMP type, and for forwarded flows
-the zone's forward rules and port forwarding. The next packet of a deleted flow is a new
-packet to the kernel and meets the new zone's rules. Kept: flows the new zone allows, and
-flows this host opened (outgoing, and their replies). `end-forbidden-flows: false` in
-nm-zones.yaml keeps every flow, as firewalld does.
+the zone's forward rules and port forwarding. Kept: flows the new zone allows, and flows this
+host opened (outgoing, and their replies). `end-forbidden-flows: false` in nm-zones.yaml
+keeps every flow, as firewalld does.
+
+Ending a flow is not deleting its entry. The next packet of a deleted flow is new to the
+kernel, and when this host sends it (a window probe to a peer that holds a download at zero
+window, a window update while the peer uploads, data a server pushes), conntrack takes the
+flow for one this host opened, and the peer's packets pass as its replies. So the entry
+stays, labeled (conntrack label ENDED_LABEL, ruleset/layout.py), and the first rule of every
+zone's input and forward chain drops the packets of labeled flows, whichever side sends them
+and whichever bound interface they come in by. The entry lives as long as either side sends
+(every packet, dropped or not, refreshes it), so a peer cannot outwait it. A TCP connection
+to this host is aborted too (sock_diag SOCK_DESTROY, sockdiag.py; the peer gets a reset), so
+nothing here sends on it once the entry has expired. A label rather than a connmark bit:
+VPN clients and container runtimes set the whole ct mark of flows for themselves.
 
 Cost. The look happens only when the switch tightens: when some packet the old zone accepted
 as new is refused by the new one (`tightens`, on the compiled plans, microseconds). A switch
@@ -36,9 +47,21 @@ forwarding) and the interface's input chain (to this host) or forward chain (rou
 it). A match this module does not know is read the strict way: an ACCEPT rule with it does
 not match, a REJECT or DROP rule with it does.
 
-A limit: a TCP flow whose next packet comes from this host (a server that pushes data) is
-picked up again by conntrack as one this host opened, and goes on: conntrack cannot refuse
-it, and the zone's rules filter only what comes in.
+What is guaranteed, and what is not. No packet of a flow a switch ended is accepted by a
+zone's chains again, either way, while its entry lives; a TCP connection to this host is gone
+for good. Not covered: (1) on a kernel without CONFIG_INET_DIAG_DESTROY the socket stays; if
+both sides then stay silent longer than conntrack keeps the entry (5 days established, a
+minute half-closed), this host's next packet starts a flow conntrack counts as its own.
+(2) A connectionless flow to this host (UDP) or a forwarded flow, once its entry expired or
+was deleted by another program (`conntrack -F`), is new again: what this host (or a host
+behind it whose zone lets it open flows) sends next is a flow it opens, as any outgoing one.
+(3) What this host itself sends on an ended flow leaves (zones filter what comes in); and a
+forwarded flow's packets coming back through an exempt interface (a container bridge) are
+left to that interface's own rules. (4) An entry made while no rule used labels (flows
+older than nm-zones' first run after an upgrade, or opened while it was disabled) has no
+room for a label: a TCP
+connection to this host is then deleted and its socket aborted (ended), any other such flow
+only deleted; the switch says so, counts it as not ended, and exits 1.
 """
 
 from __future__ import annotations

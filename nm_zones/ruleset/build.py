@@ -20,9 +20,9 @@ from ..ifname import chain_name
 from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
+    ENDED_LABEL,
     FAMILIES,
     FORWARD_OUT,
-    ENDED_LABEL,
     SECTION_CATCHALL,
     log_prefix,
     uses_goto,
