@@ -541,8 +541,9 @@ def _end(conntrack, attr_tuple, flow: Flow, host: Host) -> tuple[int, str]:
             return 0, ""  # it ended by itself
         if error.code != errno.ENOSPC:
             raise
-        # made before any rule of nm-zones used labels: no room for one. Deleted, the
-        # flow is new to the kernel at its next packet; unless this host sends it
+        # made while no rule used labels: no room for one. Deleted instead, the peer's next
+        # packet meets the new zone as a new flow; this host's would revive it, so only a
+        # TCP connection whose socket is aborted below counts as ended
         labeled = False
         try:
             conntrack.entry("del", **request)

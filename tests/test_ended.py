@@ -97,6 +97,21 @@ def progress_after(transfers: list[Transfer], since: list[int]) -> list[str]:
     return [""] * len(transfers)
 
 
+def end_and_watch(lab, interface: str, pairs: list[tuple]) -> list[int]:
+    """trusted -> block on `interface` with the downloads `pairs` at zero window; then the
+    peers read, and no server may get further than it was at the switch. Returns how far
+    each server was."""
+    out = lab.nm_zones("apply", interface, "block").stdout
+    assert "ended 2 open flow(s)" in out
+    servers = [server for server, _ in pairs]
+    at_switch = [server.total for server in servers]
+    for _, client in pairs:
+        client.go()
+    assert progress_after(servers, at_switch) == ["", ""]
+    assert not any(client.end.startswith("done") for _, client in pairs)
+    return at_switch
+
+
 @pytest.mark.both_backends
 def test_a_peer_holding_a_download_at_zero_window_does_not_revive_it(lab):
     """trusted -> block while the peer reads nothing: this host's window probes used to
@@ -105,15 +120,8 @@ def test_a_peer_holding_a_download_at_zero_window_does_not_revive_it(lab):
     link = lab.add_link()
     lab.nm_zones("apply", link.name, "trusted")
     pairs = downloads(lab, (link.ipv4, link.ipv6), 8080)
-    out = lab.nm_zones("apply", link.name, "block").stdout
-    assert "ended 2 open flow(s)" in out
-    servers = [server for server, _ in pairs]
-    at_switch = [server.total for server in servers]
-    for _, client in pairs:
-        client.go()
-    assert progress_after(servers, at_switch) == ["", ""]
+    at_switch = end_and_watch(lab, link.name, pairs)
     assert all(client.total <= sent for (_, client), sent in zip(pairs, at_switch, strict=True))
-    assert not any(client.end.startswith("done") for _, client in pairs)
 
 
 @pytest.mark.both_backends
@@ -166,14 +174,7 @@ def test_a_forwarded_flow_stays_ended_whichever_side_sends_next(lab):
     lab.nm_zones("apply", link.name, "trusted")
     lab.nm_zones("apply", inner.name, "trusted")
     pairs = downloads(lab, (inner.peer_ipv4, inner.peer_ipv6), 8080, servers_in=lab.inner)
-    out = lab.nm_zones("apply", link.name, "block").stdout
-    assert "ended 2 open flow(s)" in out
-    servers = [server for server, _ in pairs]
-    at_switch = [server.total for server in servers]
-    for _, client in pairs:
-        client.go()
-    assert progress_after(servers, at_switch) == ["", ""]
-    assert not any(client.end.startswith("done") for _, client in pairs)
+    end_and_watch(lab, link.name, pairs)
 
 
 @pytest.mark.both_backends
