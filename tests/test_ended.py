@@ -103,6 +103,7 @@ def end_and_watch(lab, interface: str, pairs: list[tuple]) -> list[int]:
     each server was."""
     out = lab.nm_zones("apply", interface, "block").stdout
     assert "ended 2 open flow(s)" in out
+    lab.nm_zones("status")  # exit 0: the kernel holds the rules as planned, label rule too
     servers = [server for server, _ in pairs]
     at_switch = [server.total for server in servers]
     for _, client in pairs:
