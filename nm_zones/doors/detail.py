@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from ..text import printable
+
 TARGETS = {
     "default": "accept what is listed, reject the rest",
     "accept": "accept everything",
@@ -137,7 +139,6 @@ def show_interface(args) -> int:
 
 def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool) -> None:
     from .allow import remaining_text, until_text
-    from .cli import printable
 
     lines = []
     if disabled:
