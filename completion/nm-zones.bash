@@ -6,7 +6,7 @@
 _nm_zones_shipped_dirs="/usr/share/nm-zones"
 
 _nm_zones_commands="zones show services check plan apply remove status allow revoke log reload
-gc assign default-zone networks enable disable serve install"
+gc assign default-zone networks enable disable panic serve install"
 
 # NAME for each NAME.yaml in the shipped and the admin's SUBDIR (zones.d, services.d).
 _nm_zones_yaml_names() {
@@ -149,6 +149,7 @@ _nm_zones() {
             ;;
         status | log) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_interfaces) ;;
         allow | revoke) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_services "$program") ;;
+        panic) ((n == 0)) && COMPREPLY=($(compgen -W "on off" -- "$cur")) ;;
     esac
     return 0
 }

@@ -56,6 +56,17 @@ class Paths:
             return False
         return folder.st_uid in (0, os.geteuid()) and not folder.st_mode & 0o022
 
+    @property
+    def panic_flag(self) -> str:
+        """Kept in the state dir (root's, refused by every run when others can write it):
+        panic mode is a runtime emergency, gone after a reboot as firewalld's is."""
+        return os.path.join(self.state, "panic")
+
+    @property
+    def panic(self) -> bool:
+        """The flag counts whenever it is there: it can only make the firewall stricter."""
+        return os.path.lexists(self.panic_flag)
+
 
 def yaml_files(directory: str) -> dict[str, str]:
     """NAME -> path for NAME.yaml in a folder; hidden and backup files are ignored."""
