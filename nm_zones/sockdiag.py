@@ -18,7 +18,8 @@ import socket
 import struct
 
 NETLINK_SOCK_DIAG = 4
-SOCK_DESTROY = 21
+SOCK_DIAG_BY_FAMILY, SOCK_DESTROY = 20, 21
+TCP_LISTEN = 10
 NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
 NLMSG_ERROR = 2
 NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: match by addresses alone
@@ -38,30 +39,54 @@ def destroy_tcp(
     such socket; OSError when the kernel refuses (EOPNOTSUPP: no CONFIG_INET_DIAG_DESTROY)."""
     here, there = ipaddress.ip_address(local), ipaddress.ip_address(remote)
     family = socket.AF_INET if here.version == 4 else socket.AF_INET6
-    body = REQUEST.pack(
-        family,
-        socket.IPPROTO_TCP,
-        0,
-        0,
-        ALL_STATES,
-        struct.pack("!H", local_port),
-        struct.pack("!H", remote_port),
-        here.packed.ljust(16, b"\0"),
-        there.packed.ljust(16, b"\0"),
-        interface,
-        NO_COOKIE,
-        NO_COOKIE,
-    )
-    message = HEADER.pack(HEADER.size + len(body), SOCK_DESTROY, NLM_F_REQUEST | NLM_F_ACK, 1, 0)
+
+    def request(cookie: bytes) -> bytes:
+        return REQUEST.pack(
+            family,
+            socket.IPPROTO_TCP,
+            0,
+            0,
+            ALL_STATES,
+            struct.pack("!H", local_port),
+            struct.pack("!H", remote_port),
+            here.packed.ljust(16, b"\0"),
+            there.packed.ljust(16, b"\0"),
+            interface,
+            *struct.unpack("=II", cookie),
+        )
+
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as channel:
         channel.settimeout(5)
-        channel.sendto(message + body, (0, 0))
-        while True:
-            reply = channel.recv(65536)
-            _, kind, _, sequence, _ = HEADER.unpack_from(reply)
-            if kind == NLMSG_ERROR and sequence == 1:
-                (code,) = struct.unpack_from("=i", reply, HEADER.size)
-                break
+        # the kernel looks a socket up as for an incoming packet: with the connection's own
+        # socket gone, that is the listening one; only the connection's is aborted, by cookie
+        kind, reply = _ask(channel, SOCK_DIAG_BY_FAMILY, request(struct.pack("=II", *NO_COOKIES)))
+        if kind == NLMSG_ERROR:
+            return _answer(reply)
+        if reply[HEADER.size + 1] == TCP_LISTEN:
+            return False
+        cookie = reply[HEADER.size + COOKIE_OFFSET : HEADER.size + COOKIE_OFFSET + 8]
+        _, reply = _ask(channel, SOCK_DESTROY, request(cookie))
+        return _answer(reply)
+
+
+NO_COOKIES = (NO_COOKIE, NO_COOKIE)
+COOKIE_OFFSET = 4 + 4 + 32 + 4  # struct inet_diag_msg: 4 bytes, then sockid's ports, addresses, if
+
+
+def _ask(channel: socket.socket, kind: int, body: bytes) -> tuple[int, bytes]:
+    """One request (sequence 1); (the reply's type, the reply)."""
+    flags = NLM_F_REQUEST | (NLM_F_ACK if kind == SOCK_DESTROY else 0)
+    channel.sendto(HEADER.pack(HEADER.size + len(body), kind, flags, 1, 0) + body, (0, 0))
+    while True:
+        reply = channel.recv(65536)
+        _, answer, _, sequence, _ = HEADER.unpack_from(reply)
+        if sequence == 1 and answer in (NLMSG_ERROR, kind):
+            return answer, reply
+
+
+def _answer(reply: bytes) -> bool:
+    """An NLMSG_ERROR: True for success, False for no such socket, else OSError."""
+    (code,) = struct.unpack_from("=i", reply, HEADER.size)
     if code == 0:
         return True
     if -code == errno.ENOENT:
