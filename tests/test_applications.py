@@ -158,9 +158,10 @@ def test_on_iptables_app_exits_2_and_a_zone_with_applications_warns(lab, tmp_pat
     write_zone(lab, "home", "services: [ssh]\napplications: [app-a, 'app-org.x-*.scope']\n")
     result = lab.nm_zones("apply", link.name, "home")
     assert "no effect on the iptables backend" in result.stdout + result.stderr
-    assert lab.probe(
-        [{"kind": "tcp", "address": link.ipv4, "port": p} for p in (22, 9001)]
-    ) == ["accepted", "rejected"]
+    assert lab.probe([{"kind": "tcp", "address": link.ipv4, "port": p} for p in (22, 9001)]) == [
+        "accepted",
+        "rejected",
+    ]
 
 
 def test_applications_are_checked_and_matched_by_name_or_path(tmp_path):

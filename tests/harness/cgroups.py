@@ -48,8 +48,10 @@ class CgroupSandbox:
         self.holder = subprocess.Popen(["sh", "-c", script], start_new_session=True)
         self.pid = wait_for(lambda: first_child(self.holder.pid), what="the cgroup holder")
         wait_for(
-            lambda: os.path.exists(f"/proc/{self.pid}/root/sys/fs/cgroup/cgroup.procs")
-            and _is_cgroup2(self.pid),
+            lambda: (
+                os.path.exists(f"/proc/{self.pid}/root/sys/fs/cgroup/cgroup.procs")
+                and _is_cgroup2(self.pid)
+            ),
             what="cgroup2 mounted in the holder's namespace",
         )
 
@@ -61,7 +63,8 @@ class CgroupSandbox:
             f"nsenter --mount=/proc/{self.pid}/ns/mnt --cgroup=/proc/{self.pid}/ns/cgroup "
             f"--net=/run/netns/{self.netns}"
         )
-        script = f'mkdir -p "{folder}" && echo $$ > "{folder}/cgroup.procs" && exec {namespaces} "$@"'
+        move = f'mkdir -p "{folder}" && echo $$ > "{folder}/cgroup.procs"'
+        script = f'{move} && exec {namespaces} "$@"'
         return ["sh", "-c", script, "sh"]
 
     def path(self, cgroup: str) -> str:
