@@ -339,10 +339,9 @@ class Engine:
         from .backends.iptables.backend import without_applications
 
         if without_applications(plan) is not plan:
-            self.warn(
-                f"{interface}: zone {zone}: its applications have no effect on the iptables "
-                "backend (it cannot match a socket's cgroup; set `backend: nftables`)"
-            )
+            from .ruleset.applications import APPS_NO_EFFECT
+
+            self.warn(f"{interface}: zone {zone}: {APPS_NO_EFFECT}")
 
     def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
         """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""

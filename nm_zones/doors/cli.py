@@ -169,6 +169,7 @@ def _zone_view(zone, config) -> dict:
             for f in zone.forward_ports
         ],
         "log-denied": zone.log_denied,
+        "applications": list(zone.applications),
         "file": zone.source,
     }
 
@@ -187,7 +188,7 @@ def cmd_show(args) -> int:
             f"  service:      {name:<16} {_service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
-    for key in ("ports", "protocols", "icmp-blocks"):
+    for key in ("ports", "protocols", "icmp-blocks", "applications"):
         if view[key]:
             print(f"  {key + ':':<13} {' '.join(view[key])}")
     if view["masquerade"]:
@@ -275,6 +276,15 @@ def cmd_plan(args) -> int:
         plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
         sys.stdout.write("# nftables\n" + plan_script(plan))
         return EXIT_OK
+    if zone.applications:
+        from ..backends.iptables.backend import without_applications
+        from ..ruleset.applications import APPS_NO_EFFECT
+        from ..ruleset.cache import KernelPlan
+        from ..ruleset.rules import Ruleset
+
+        tables = without_applications(KernelPlan(args.interface, ruleset.kernel_tables())).tables
+        ruleset = Ruleset.from_kernel_tables(args.interface, zone.name, tables)
+        print(f"nm-zones: zone {zone.name}: {APPS_NO_EFFECT}", file=sys.stderr)
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK

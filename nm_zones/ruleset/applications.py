@@ -27,6 +27,10 @@ ROOT = "/sys/fs/cgroup"
 # The deepest cgroup level asked: a user's scope is at level 5
 # (user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope), a container adds some.
 MAX_LEVEL = 8
+APPS_NO_EFFECT = (
+    "its applications have no effect on the iptables backend (it cannot match a socket's "
+    "cgroup; set `backend: nftables`)"
+)
 APP_PATTERN = re.compile(r"^[A-Za-z0-9@._:*?\[\]\\/+-]{1,240}$")
 
 
