@@ -177,3 +177,31 @@ def test_applications_are_checked_and_matched_by_name_or_path(tmp_path):
     for bad in ("", "../x", 'a"b', "a b"):
         with pytest.raises(ValueError):
             check_app(bad)
+
+
+@pytest.mark.parametrize("backend", ["nftables"])
+def test_an_element_added_by_someone_else_is_taken_out_again(lab, sandbox):
+    link = lab.add_link()
+    run(lab, sandbox, "apply", link.name, "public")
+    run(lab, sandbox, "allow", "--app", "app-a", "--interface", link.name)
+    keeper(lab, sandbox)
+    serve_in(lab, sandbox, "app-b", APP_PORTS)
+    assert probe(lab, link, APP_PORTS) == REFUSED
+    nft = [*sandbox.enter(), "nft", "add", "element", "inet", "nm-zones", set_name("app-a")]
+    subprocess.run([*nft, '{ "app-b" }'], check=True, env=lab.env())
+    # the keeper's next rescan finds the set unlike the scan, and writes it whole again
+    wait_for(lambda: probe(lab, link, APP_PORTS) == REFUSED, timeout=5, what="the repair")
+    assert set_name("app-a") in lab.nft_table()
+
+
+@pytest.mark.parametrize("backend", ["nftables"])
+@pytest.mark.skipif(
+    os.path.exists("/sys/fs/cgroup/cgroup.procs"), reason="cgroup v2 is mounted at the root"
+)
+def test_without_cgroup2_at_the_root_app_exits_2_saying_why(lab):
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "public")
+    result = lab.nm_zones("allow", "--app", "app-a", "--interface", link.name, check=False)
+    assert result.returncode == 2, result
+    assert "cgroup v2 is not mounted at /sys/fs/cgroup" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -26,8 +26,14 @@ def check_app_support(backend: str) -> None:
             f"--app needs the nftables backend (the {backend} backend cannot match the "
             f"receiving socket's cgroup): {REMEDY}"
         )
-    from ..backends.nftables.appsets import supported
+    from ..backends.nftables.appsets import cgroup2_missing, supported
 
+    missing = cgroup2_missing()
+    if missing:
+        raise UsageError(
+            f"--app: {missing}: applications are known by their cgroup v2 "
+            "(boot with systemd.unified_cgroup_hierarchy=1)"
+        )
     reason = supported()
     if reason:
         raise UsageError(

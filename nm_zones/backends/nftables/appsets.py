@@ -156,11 +156,17 @@ def keep(state_dir: str, stop=None, root: str = ROOT) -> None:
             os.unlink(marker)
 
 
+def cgroup2_missing() -> str:
+    """Why nft cannot resolve cgroup paths here, or "" (it reads them under ROOT)."""
+    if os.path.exists(os.path.join(ROOT, "cgroup.procs")):
+        return ""
+    return f"cgroup v2 is not mounted at {ROOT}"
+
+
 def supported() -> str:
-    """ "" when the kernel matches a received packet's socket by cgroup in the input hook,
-    else why not; found by a self-test in a scratch network namespace (not by version)."""
-    if not os.path.exists(os.path.join(ROOT, "cgroup.procs")):
-        return f"cgroup v2 is not mounted at {ROOT}"
+    """Empty when the kernel matches a received packet's socket by cgroup in the input
+    hook, else why not; found by a self-test in a scratch network namespace (not by
+    version)."""
     try:
         done = subprocess.run(
             ["unshare", "--net", sys.executable, "-m", "nm_zones.backends.nftables.selftest"],
