@@ -998,9 +998,10 @@ def follow_applications(paths: Paths):
     the service runs, on the nftables backend; the Event that stops it, or None."""
     import threading
 
+    from ..backends import choose
     from ..config.load import load
 
-    if load(paths).config.settings.backend == "iptables":
+    if choose(load(paths).config.settings.backend)[0] != "nftables":
         return None
     from ..backends.nftables.appsets import keep
 
