@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from nm_zones.backends.nftables.appsets import is_cgroup2
 from nm_zones.ruleset.applications import check_app, matching, set_name
 from tests.harness.cgroups import CgroupSandbox, cgroup2_mount
 from tests.harness.lab import PYTHON, start_listener, wait_for
@@ -195,9 +196,7 @@ def test_an_element_added_by_someone_else_is_taken_out_again(lab, sandbox):
 
 
 @pytest.mark.parametrize("backend", ["nftables"])
-@pytest.mark.skipif(
-    os.path.exists("/sys/fs/cgroup/cgroup.procs"), reason="cgroup v2 is mounted at the root"
-)
+@pytest.mark.skipif(is_cgroup2(), reason="cgroup v2 is mounted at /sys/fs/cgroup here")
 def test_without_cgroup2_at_the_root_app_exits_2_saying_why(lab):
     link = lab.add_link()
     lab.nm_zones("apply", link.name, "public")

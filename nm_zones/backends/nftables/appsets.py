@@ -37,6 +37,23 @@ def declare(apps) -> list[str]:
     ]
 
 
+def scan(app: str, root: str = ROOT) -> list[str]:
+    """The cgroups of `app`; none when `root` is no cgroup v2 mount (on a hybrid layout
+    /sys/fs/cgroup holds v1 hierarchies, whose directories' inodes are no cgroup v2 ids)."""
+    return matching(app, root) if is_cgroup2(root) else []
+
+
+def is_cgroup2(root: str = ROOT) -> bool:
+    """Whether `root` is a cgroup v2 mount (the last mount there wins)."""
+    found = False
+    with contextlib.suppress(OSError), open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 2 and fields[1] == root:
+                found = fields[2] == "cgroup2"
+    return found
+
+
 def fill_script(app: str, paths: list[str]) -> str:
     t = f"{FAMILY} {TABLE}"
     lines = [f"flush set {t} {set_name(app)}"]
@@ -50,7 +67,7 @@ def fill(nft: Nft, app: str, root: str = ROOT, tries: int = 3) -> list[str]:
     cgroup that vanished between the scan and the load fails the transaction (nft resolves
     each path): scan again."""
     for attempt in range(tries):
-        paths = matching(app, root)
+        paths = scan(app, root)
         try:
             nft.run(fill_script(app, paths))
             return paths
@@ -111,7 +128,7 @@ class Keeper:
         """One rescan: the sets corrected (by name)."""
         corrected = []
         for name, app in sorted(table_sets(self.nft).items()):
-            wanted = matching(app, self.root)
+            wanted = scan(app, self.root)
             if elements(self.nft, name) != wanted:
                 try:
                     fill(self.nft, app, self.root)
@@ -158,7 +175,7 @@ def keep(state_dir: str, stop=None, root: str = ROOT) -> None:
 
 def cgroup2_missing() -> str:
     """Why nft cannot resolve cgroup paths here, or "" (it reads them under ROOT)."""
-    if os.path.exists(os.path.join(ROOT, "cgroup.procs")):
+    if is_cgroup2(ROOT):
         return ""
     return f"cgroup v2 is not mounted at {ROOT}"
 
