@@ -11,7 +11,7 @@ import pytest
 
 from nm_zones.backends.nftables.appsets import is_cgroup2
 from nm_zones.ruleset.applications import check_app, matching, set_name
-from tests.harness.cgroups import CgroupSandbox, cgroup2_mount
+from tests.harness.cgroups import CgroupSandbox, cgroup2_mount, procs_of
 from tests.harness.lab import PYTHON, start_listener, wait_for
 from tests.test_failsafe import write_zone
 
@@ -204,3 +204,67 @@ def test_without_cgroup2_at_the_root_app_exits_2_saying_why(lab):
     assert result.returncode == 2, result
     assert "cgroup v2 is not mounted at /sys/fs/cgroup" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_nm_zones_serve_follows_an_application_across_restarts(tmp_path):
+    """The whole path: NetworkManager places the connection, `nm-zones serve` (nftables)
+    keeps the application's set current while the unit restarts in new cgroups."""
+    from tests.harness.nm_sandbox import NMSandbox
+    from tests.test_nm import NEEDS_NM
+    from tests.test_service import reload_bus_config, up
+
+    if NEEDS_NM:
+        pytest.skip("needs root and NetworkManager")
+    host = cgroup2_mount()
+    app = f"nmz-app-{os.urandom(3).hex()}"  # at the root of the machine's cgroup v2 tree
+    nm = NMSandbox(str(tmp_path / "sandbox"))
+    nm.start()
+    try:
+        nm.install_hook()
+        reload_bus_config(nm)
+        nm.sh("mkdir -p /etc/nm-zones && echo 'backend: nftables' > /etc/nm-zones/nm-zones.yaml")
+        nm.sh("mount -t cgroup2 none /sys/fs/cgroup")
+        nm.serve()
+        link = up(nm, "lan", "connection.zone", "public")
+        nm.wait_zone(link.name, "public")
+        nm.wait_reachable(link)
+        result = nm.nm_zones("allow", "--app", app, "--interface", link.name)
+        assert "only while" not in result.stdout, result.stdout  # the service follows it
+        folder = os.path.join(host, app)
+
+        def start():
+            move = f'mkdir -p "{folder}" && echo $$ > "{folder}/cgroup.procs" && exec "$@"'
+            listener = start_listener(
+                ["sh", "-c", move, "sh", *nm.enter()], lab_env(), [9001], [9002]
+            )
+            nm.listeners.append(listener)
+            return listener
+
+        def reached():
+            return nm.probe(
+                [
+                    {"kind": kind, "address": address, "port": port}
+                    for kind, port in APP_PORTS
+                    for address in (link.ipv4, link.ipv6)
+                ]
+            )
+
+        for _ in range(2):  # started after the allowance, then restarted in a new cgroup
+            listener = start()
+            wait_for(lambda: reached() == ACCEPTED, timeout=5, what=f"{app} followed")
+            with open(f"{folder}/cgroup.kill", "w") as kill:  # nsenter --pid forked it
+                kill.write("1")
+            listener.wait()
+            nm.listeners.remove(listener)
+            wait_for(lambda: not procs_of(folder), what=f"{app} emptied")
+            os.rmdir(folder)
+    finally:
+        nm.stop()
+        if os.path.isdir(os.path.join(host, app)):
+            os.rmdir(os.path.join(host, app))
+
+
+def lab_env() -> dict:
+    from tests.harness.lab import base_env
+
+    return base_env()

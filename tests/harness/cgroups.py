@@ -74,7 +74,7 @@ class CgroupSandbox:
     def remove(self, cgroup: str) -> None:
         """rmdir a cgroup once its processes are gone (a restart makes a new one)."""
         folder = self.path(cgroup)
-        wait_for(lambda: not _procs(folder), what=f"{cgroup} emptied")
+        wait_for(lambda: not procs_of(folder), what=f"{cgroup} emptied")
         os.rmdir(folder)
 
     def close(self) -> None:
@@ -93,7 +93,7 @@ class CgroupSandbox:
                     time.sleep(0.05)
 
 
-def _procs(folder: str) -> str:
+def procs_of(folder: str) -> str:
     try:
         with open(os.path.join(folder, "cgroup.procs")) as procs:
             return procs.read().strip()
