@@ -4,6 +4,7 @@ IPv4 and IPv6."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -111,6 +112,9 @@ def test_an_application_is_reached_on_its_ports_only_and_followed_across_restart
     box.remove("app-a")
     serve_in(lab, box, "app-a", APP_PORTS)
     wait_for(lambda: probe(lab, link, APP_PORTS) == ACCEPTED, timeout=5, what="restart followed")
+    # the set's elements are nm-zones' own data, outside the view: the rules are in place
+    status = run(lab, box, "status", link.name, "--json", check=False)
+    assert json.loads(status.stdout)["kernel"] == "in place", status
 
     result = run(lab, box, "revoke", "--app", "app-a", "--interface", link.name)
     assert f"{link.name} (public): app:app-a revoked" in result.stdout, result
@@ -163,6 +167,8 @@ def test_on_iptables_app_exits_2_and_a_zone_with_applications_warns(lab, tmp_pat
         "accepted",
         "rejected",
     ]
+    status = lab.nm_zones("status", link.name, "--json", check=False)
+    assert json.loads(status.stdout)["kernel"] == "in place", status
 
 
 def test_applications_are_checked_and_matched_by_name_or_path(tmp_path):
