@@ -350,3 +350,33 @@ class PendingInterfaces:
 
     def in_zone(self, zone: str) -> list[str]:
         return [name for name, bound in self.zones.items() if bound == zone]
+
+
+def split_signature(signature: str) -> list[str]:
+    """A D-Bus signature as its complete types: `sa{sv}as` -> [s, a{sv}, as]."""
+    types, start, depth = [], 0, 0
+    for index, char in enumerate(signature):
+        if char in "({":
+            depth += 1
+        elif char in ")}":
+            depth -= 1
+        if depth == 0 and char != "a":
+            types.append(signature[start : index + 1])
+            start = index + 1
+    return types
+
+
+def method_xml(methods: dict, interface: str) -> str:
+    """<method> elements of `interface` from a method table (for introspection)."""
+    lines = []
+    for (owner, member), (in_signature, out_signature, _, _) in sorted(methods.items()):
+        if owner != interface:
+            continue
+        args = "".join(
+            f'<arg type="{t}" direction="in"/>' for t in split_signature(in_signature)
+        )
+        args += "".join(
+            f'<arg type="{t}" direction="out"/>' for t in split_signature(out_signature)
+        )
+        lines.append(f'    <method name="{member}">{args}</method>\n')
+    return "".join(lines)

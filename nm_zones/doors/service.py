@@ -49,7 +49,7 @@ from .direct import ACTION_DIRECT, DIRECT_INTERFACE, passthrough
 from .direct import introspection as direct_introspection
 from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
-from .firewalld_zone import PendingInterfaces, RuntimeZones
+from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
 from .limits import RefusalLog, bounded_reply, too_large
 
 NM_BUS = "org.freedesktop.NetworkManager"
@@ -888,7 +888,11 @@ def firewalld_introspection(base: str) -> str:
         '<arg name="interface" type="s" direction="in"/><arg type="b" direction="out"/>'
         "</method>\n"
     )
+    runtime = RuntimeZones(None).methods()  # firewall-cmd's (doors/firewalld_zone.py)
+    extra_zone += method_xml(runtime, ZONE_INTERFACE)
+    main_opening = f'<interface name="{MAIN_INTERFACE}">\n'
     xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
+    xml = xml.replace(main_opening, main_opening + method_xml(runtime, MAIN_INTERFACE), 1)
     xml = xml.replace("</node>", f'{direct_introspection()}  <node name="config"/>\n</node>', 1)
     return props.with_properties(xml)
 
