@@ -244,3 +244,34 @@ def test_firewall_cmd_changes_reach_the_kernel(sandbox, root, backend):  # noqa:
     fw("--reload")
     assert fw("--zone=work", "--query-masquerade") == "yes"
     assert "masquerade" in kernel_text(nm, backend).lower()
+
+
+def test_an_interface_bound_before_it_exists_gets_its_zone_when_it_appears(sandbox, root):  # noqa: F811
+    """firewall-cmd --add-interface for an interface not there yet succeeds, as with
+    firewalld; the zone applies when NetworkManager reports the device (lan7: not managed
+    by the sandbox's NetworkManager, configured by hand)."""
+    nm = sandbox  # noqa: F811
+    nm.serve()
+
+    def fw(*args: str) -> str:
+        result = nm.run(firewall_cmd(root, *args), check=False, env=python_env(root))
+        assert result.returncode == 0, f"firewall-cmd {' '.join(args)}: {result}"
+        return result.stdout.strip()
+
+    fw("--zone=work", "--add-interface=lan7")
+    assert fw("--get-zone-of-interface=lan7") == "work"
+    assert fw("--get-active-zones") == "work\n  interfaces: lan7"
+    link = nm.add_veth("lan7")
+    nm.wait_zone("lan7", "work")
+    nm.run(["ip", "address", "add", f"{link.ipv4}/24", "dev", "lan7"])
+    nm.run(["ip", "address", "add", f"{link.ipv6}/64", "dev", "lan7", "nodad"])
+    nm.run(["ip", "link", "set", "lan7", "up"])
+    nm.listen(tcp=(22, 8080), udp=())
+    specs = [
+        {"kind": "tcp", "address": address, "port": port}
+        for address in (link.ipv4, link.ipv6)
+        for port in (22, 8080)
+    ]
+    wait_for(lambda: nm.probe(specs)[0] != "dropped", 10, what="lan7 to answer")
+    assert nm.probe(specs) == ["accepted", "rejected"] * 2  # work: ssh, not the rest
+    assert fw("--zone=work", "--remove-interface=lan7") == "success"
