@@ -114,6 +114,8 @@ NOT_YET = (
     ("--zone=home", "--remove-masquerade"),
     ("--zone=home", "--add-forward-port=port=2222:proto=tcp:toport=22"),
     ("--zone=home", "--remove-forward-port=port=2222:proto=tcp:toport=22"),
+    # a service of the zone's file is removed with --permanent: at runtime, an error
+    ("--zone=home", "--remove-service=ssh"),
     # nm-zones has no rich rules: an error, never a silent success
     ("--zone=home", "--add-rich-rule=rule family=ipv4 source address=192.0.2.1 accept"),
     ("--query-panic",),
@@ -172,6 +174,8 @@ def test_firewall_cmd_answers_as_against_firewalld(nm, root):  # noqa: F811
     assert rich[0] == 122 and rich[2] == "Error: INVALID_RULE: nm-zones has no rich rules"
     masquerade = refused[("--zone=home", "--add-masquerade")]
     assert masquerade[0] == 129 and "--permanent, then --reload" in masquerade[2]
+    ssh = refused[("--zone=home", "--remove-service=ssh")]
+    assert ssh[0] == 129 and "comes with the file of zone 'home'" in ssh[2]
 
 
 def kernel_text(sandboxed, backend: str) -> str:

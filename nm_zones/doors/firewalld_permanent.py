@@ -85,9 +85,7 @@ class PermanentItems:
         if key == "services" and item not in (await self.objects._loaded()).config.services:
             raise FirewallError("INVALID_SERVICE", item)
         try:
-            path = await asyncio.to_thread(
-                edit_zone_file, service.paths, self.name, key, item, add
-            )
+            path = await asyncio.to_thread(edit_zone_file, service.paths, self.name, key, item, add)
         except (UsageError, ConfigError) as error:
             raise FirewallError("INVALID_ZONE", str(error).replace("\n", "; ")) from None
         except OSError as error:

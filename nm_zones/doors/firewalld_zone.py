@@ -49,6 +49,13 @@ def port_text(port: str, protocol: str) -> str:
     return f"{port}/{protocol}"
 
 
+def in_file(item: str, zone: str) -> str:
+    return (
+        f"'{item}' comes with the file of zone '{zone}': nm-zones removes it with "
+        "--permanent, then --reload"
+    )
+
+
 class RuntimeZones:
     """The runtime zone methods of one service (doors/service.py's ZoneService)."""
 
@@ -176,18 +183,17 @@ class RuntimeZones:
         if service in await self._services(name):
             raise FirewallError("ALREADY_ENABLED", f"'{service}' already in '{name}'")
         await self._allow(name, service, timeout, grant=True)
+        await self.service.emit(ZONE_INTERFACE, "ServiceAdded", "ssi", (name, service, timeout))
         return (name,)
 
     async def remove_service(self, zone: str, service: str) -> tuple:
         name = self._zone_name(zone)
         if service not in self._runtime(name):
             if service in await self._services(name):
-                raise FirewallError(
-                    "NOT_ENABLED",
-                    f"'{service}' is in the file of zone '{name}': remove it with --permanent",
-                )
+                raise FirewallError("INVALID_COMMAND", in_file(service, name))
             raise FirewallError("NOT_ENABLED", f"'{service}' not in '{name}'")
         await self._allow(name, service, 0, grant=False)
+        await self.service.emit(ZONE_INTERFACE, "ServiceRemoved", "ss", (name, service))
         return (name,)
 
     async def add_port(self, zone: str, port: str, protocol: str, timeout: int) -> tuple:
@@ -196,6 +202,8 @@ class RuntimeZones:
         if what in await self._ports(name):
             raise FirewallError("ALREADY_ENABLED", f"'{port}:{protocol}' already in '{name}'")
         await self._allow(name, what, timeout, grant=True)
+        body = (name, port, protocol, timeout)
+        await self.service.emit(ZONE_INTERFACE, "PortAdded", "sssi", body)
         return (name,)
 
     async def remove_port(self, zone: str, port: str, protocol: str) -> tuple:
@@ -203,13 +211,10 @@ class RuntimeZones:
         what = self._check_port(port, protocol)
         if what not in self._runtime(name):
             if what in await self._ports(name):
-                raise FirewallError(
-                    "NOT_ENABLED",
-                    f"'{port}:{protocol}' is in the file of zone '{name}': remove it with "
-                    "--permanent",
-                )
+                raise FirewallError("INVALID_COMMAND", in_file(f"{port}:{protocol}", name))
             raise FirewallError("NOT_ENABLED", f"'{port}:{protocol}' not in '{name}'")
         await self._allow(name, what, 0, grant=False)
+        await self.service.emit(ZONE_INTERFACE, "PortRemoved", "sss", (name, port, protocol))
         return (name,)
 
     @staticmethod
@@ -372,9 +377,7 @@ def method_xml(methods: dict, interface: str) -> str:
     for (owner, member), (in_signature, out_signature, _, _) in sorted(methods.items()):
         if owner != interface:
             continue
-        args = "".join(
-            f'<arg type="{t}" direction="in"/>' for t in split_signature(in_signature)
-        )
+        args = "".join(f'<arg type="{t}" direction="in"/>' for t in split_signature(in_signature))
         args += "".join(
             f'<arg type="{t}" direction="out"/>' for t in split_signature(out_signature)
         )
