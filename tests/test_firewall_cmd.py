@@ -103,6 +103,13 @@ SAME = (
     ("--complete-reload",),
     ("--zone=home", "--list-ports"),
     ("--get-zone-of-interface=ethz0",),
+    ("--query-panic",),
+    ("--panic-on",),
+    ("--query-panic",),
+    ("--panic-on",),  # a warning, ALREADY_ENABLED
+    ("--panic-off",),
+    ("--panic-off",),  # a warning, NOT_ENABLED
+    ("--query-panic",),
 )
 NOT_YET = (
     ("--get-zones",),  # nm-zones also ships docker, libvirt and nm-shared
@@ -118,7 +125,6 @@ NOT_YET = (
     ("--zone=home", "--remove-service=ssh"),
     # nm-zones has no rich rules: an error, never a silent success
     ("--zone=home", "--add-rich-rule=rule family=ipv4 source address=192.0.2.1 accept"),
-    ("--query-panic",),
 )
 COMMANDS = SAME + NOT_YET
 
@@ -170,7 +176,7 @@ def test_firewall_cmd_answers_as_against_firewalld(nm, root):  # noqa: F811
         assert have != want, f"firewall-cmd {' '.join(command)} now answers as firewalld: SAME"
     refused = dict(zip(NOT_YET, got[len(SAME) :], strict=True))
     # what nm-zones does not do fails with a firewalld code and says why
-    rich = refused[NOT_YET[-2]]
+    rich = refused[NOT_YET[-1]]
     assert rich[0] == 122 and rich[2] == "Error: INVALID_RULE: nm-zones has no rich rules"
     masquerade = refused[("--zone=home", "--add-masquerade")]
     assert masquerade[0] == 129 and "--permanent, then --reload" in masquerade[2]
