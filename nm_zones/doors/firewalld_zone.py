@@ -246,16 +246,8 @@ class RuntimeZones:
         )
         engine = self.service.engine()
         request = allow.Request(args, what, loaded)
-
-        def work(state):
-            allow.run(engine, request, state)
-            # allow says its lines among the engine's changes; the service announces only
-            # Change records, so the lines go to the log here
-            for line in [c for c in engine.changes if isinstance(c, str)]:
-                engine.changes.remove(line)
-                self.service.log_line(line)
-
-        await self.service.in_worker(engine, work)
+        # allow's lines go with the engine's changes: the service logs them
+        await self.service.in_worker(engine, lambda state: allow.run(engine, request, state))
 
     async def add_masquerade(self, zone: str, timeout: int) -> tuple:
         found = await self._zone(zone)

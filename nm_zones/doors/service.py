@@ -212,6 +212,9 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
         (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
         **service.runtime_zones.methods(),  # firewall-cmd's (doors/firewalld_zone.py)
+        (NMZ_INTERFACE, "GetZone"): ("s", "a{sv}", None, service.get_zone),
+        (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
+        (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
         **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
     }
 
@@ -252,9 +255,6 @@ class ZoneService:
         )
         self._compiled = engine.compiled
         return engine
-
-    def log_line(self, line: str) -> None:
-        print(f"nm-zones serve: {line}", file=sys.stderr, flush=True)
 
     def finish(self, engine: Engine) -> list[str]:
         """Keep what the engine built for the next call; log its changes and warnings."""
@@ -708,6 +708,8 @@ class ZoneService:
             return
         bindings = engine.state_dir.load().interfaces
         for change in engine.changes:
+            if isinstance(change, str):  # a line of allow/revoke (doors/allow.py), no zone change
+                continue
             binding = bindings.get(change.interface)
             details = {
                 "interface": change.interface,
@@ -904,6 +906,48 @@ class ZoneService:
                 "enabled": "false" if self.paths.disabled else "true",
             },
         )
+
+    # -- the zone editor of nm-zones-settings (doors/zone_editor.py) -----------------------
+
+    async def get_zone(self, zone: str) -> tuple:
+        from ..config.load import load
+        from .zone_editor import zone_details
+
+        loaded = await asyncio.to_thread(load, self.paths)
+        state = self.engine().state_dir.load()
+        try:
+            return (zone_details(loaded, state, zone),)
+        except UsageError as error:
+            raise FirewallError("INVALID_ZONE", str(error)) from None
+
+    async def edit_zone(self, zone: str, what: str, add: bool) -> tuple:
+        """`allow|revoke WHAT --zone ZONE --permanent` for a caller polkit allows."""
+        from .zone_editor import edit_zone
+
+        return await self._zone_change(
+            lambda e, loaded, s: edit_zone(e, loaded, zone, what, add, s)
+        )
+
+    async def revoke(self, zone: str, interface: str, what: str) -> tuple:
+        """`revoke WHAT --interface IFACE` (or `--zone ZONE`), a runtime allowance."""
+        from .zone_editor import revoke_allowance
+
+        return await self._zone_change(
+            lambda e, loaded, s: revoke_allowance(e, loaded, zone, interface, what, s)
+        )
+
+    async def _zone_change(self, change) -> tuple:
+        from ..config.load import load
+
+        engine = self.engine()
+        loaded = await asyncio.to_thread(load, self.paths)
+        await self.run_engine(
+            engine,
+            lambda: self.locked(engine, lambda s: change(engine, loaded, s)),
+            "INVALID_VALUE",
+        )
+        await self.emit(NMZ_INTERFACE, "SettingsChanged")
+        return ([str(change) for change in engine.changes],)
 
 
 def properties_methods() -> dict:
