@@ -257,6 +257,7 @@ def test_firewall_cmd_changes_reach_the_kernel(sandbox, root, backend):  # noqa:
     assert "masquerade" in kernel_text(nm, backend).lower()
 
 
+@pytest.mark.both_backends
 def test_an_interface_bound_before_it_exists_gets_its_zone_when_it_appears(sandbox, root):  # noqa: F811
     """firewall-cmd --add-interface for an interface not there yet succeeds, as with
     firewalld; the zone applies when NetworkManager reports the device (lan7: not managed
