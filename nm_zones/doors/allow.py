@@ -40,6 +40,10 @@ def check_what(text: str, loaded) -> str:
     from ..config.load import SERVICE_NAME, _FileChecker, _hint
 
     item = text.strip()
+    if item.startswith("app:"):  # an application, as the state and the zone editor name it
+        from .apps import app_what
+
+        return app_what(item[len("app:") :])
     if "/" in item or item[:1].isdigit():
         check = _FileChecker("WHAT")
         port = check.port(0, "", item)
