@@ -342,11 +342,22 @@ class Engine:
         tables = binding.table_set() if previous is not None else None
         self.save(state, committing=self.backend.view_keys(tables))
         self.backend.apply(plan, previous)
+        if self.backend.name == "iptables":
+            self._warn_applications(interface, usable.name, plan)
         self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
         binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
+
+    def _warn_applications(self, interface: str, zone: str, plan) -> None:
+        """A zone's `applications` open nothing on iptables (ruleset/applications.py)."""
+        from .backends.iptables.backend import without_applications
+
+        if without_applications(plan) is not plan:
+            from .ruleset.applications import APPS_NO_EFFECT
+
+            self.warn(f"{interface}: zone {zone}: {APPS_NO_EFFECT}")
 
     def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
         """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""
@@ -670,16 +681,17 @@ class Engine:
             self.disable_all(state)
 
     def reload_everything(self, state: State) -> None:
-        """`nm-zones reload` and the D-Bus reload alike: runtime allowances (nm-zones allow)
-        end, as firewalld's reload drops its runtime changes, then reload()."""
+        """`nm-zones reload`: runtime allowances (nm-zones allow) end, as firewalld's reload
+        drops its runtime changes (the D-Bus reload too: doors/service.py), then reload()."""
         dropped, state.allowances = state.allowances, []
         self.reload(state)  # each interface they reached is committed without them
         if dropped:
             self.save(state)  # and those that reached no interface are gone too
 
-    def reload(self, state: State) -> None:
+    def reload(self, state: State, keep_explicit: bool = False) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
-        as it is now."""
+        as it is now. `keep_explicit`: the zones callers set over D-Bus stay (a new default
+        zone moves only the interfaces that fell to the old one, as in firewalld)."""
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL:
                 continue
@@ -690,7 +702,7 @@ class Engine:
                 connection = profile
                 decision = self.decide(connection)
                 zone, reason = decision.zone, decision.reason
-            elif self._claimed(name, reason):
+            elif self._claimed(name, reason) or (keep_explicit and reason == REASON_DBUS):
                 if zone not in self.known_zones():  # back to what nobody claims
                     try:
                         self.remove_interface(name, f"zone {zone!r} no longer exists", state)

@@ -142,6 +142,8 @@ class Zone:
     masquerade: bool = False
     forward_ports: tuple[ForwardPort, ...] = ()
     log_denied: bool = False
+    # programs whose every listening port is open (nftables only: ruleset/applications.py)
+    applications: tuple[str, ...] = ()
     source: str = ""  # the file it came from, for messages
 
 
