@@ -216,3 +216,40 @@ def test_a_run_of_several_transactions_records_the_table_as_it_is(lab):
     status = lab.nm_zones("status", check=False)
     assert status.returncode == 0, status.stdout
     assert "changed by another program" not in status.stdout
+
+
+BASE_CHAIN_TAMPERS = {
+    "policy drop on input": "nft add chain inet nm-zones input '{ policy drop ; }'",
+    "a base chain added": (
+        "nft add chain inet nm-zones sneaky '{ type filter hook input priority -5 ; "
+        "policy drop ; }'"
+    ),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(BASE_CHAIN_TAMPERS))
+def test_a_base_chain_changed_behind_its_back_is_seen_and_put_back(lab, tamper):
+    """A base chain's policy (or a base chain of its own added to nm-zones' table) decides
+    every packet: status says so, and the next run puts the table back, so loopback and
+    exempt interfaces pass again while the bound one stays filtered."""
+    link = lab.add_link()
+    exempt = lab.add_link("docker7")
+    lab.listen()
+    lab.nm_zones("apply", link.name, "home")
+    loopback = [{"kind": "tcp", "address": a, "port": 8080} for a in ("127.0.0.1", "::1")]
+    assert probe_8080(lab, exempt) == ["accepted", "accepted"]
+    assert lab.probe(loopback, namespace=lab.zoned) == ["accepted", "accepted"]
+    assert lab.nm_zones("status", check=False).returncode == 0
+    lab.shell(BASE_CHAIN_TAMPERS[tamper])
+    assert probe_8080(lab, exempt) == ["dropped", "dropped"]  # really closed
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 1, status.stdout
+    assert "changed by another program" in status.stdout
+    result = lab.nm_zones("reload", check=False)
+    assert result.returncode == 1 and "changed by another program" in result.stderr, result
+    assert probe_8080(lab, exempt) == ["accepted", "accepted"]
+    assert lab.probe(loopback, namespace=lab.zoned) == ["accepted", "accepted"]
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
+    table = lab.nft_table()
+    assert "policy drop" not in table and "sneaky" not in table, table
+    assert lab.nm_zones("status", check=False).returncode == 0
