@@ -542,7 +542,19 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
         f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
         for table in tables_changed
     ]
+    if root and not disabled:
+        problems += _rules_ahead(state)
     return catchall, problems
+
+
+def _rules_ahead(state) -> list[str]:
+    """Other programs' rules ahead of nm-zones' jumps that can accept what it refuses."""
+    from ..backends import rules_ahead
+
+    try:
+        return [line for key in sorted(state.kernel) for line in rules_ahead(key)]
+    except OSError:
+        return []
 
 
 def _catchall_held(engine, state) -> bool | None:
