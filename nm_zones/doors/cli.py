@@ -46,8 +46,12 @@ ALLOW_DETAILS = """\
 Without --permanent the change is at runtime: it goes into the kernel at once, IPv4 and IPv6,
 for one interface (--interface) or for every interface bound to a zone (--zone), including
 interfaces bound to it later. It lasts until `nm-zones reload`, until the interface goes
-down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for: the
-kernel itself stops accepting at that moment (the `time` match), with no process running.
+down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for, kept on
+the boot clock (a wall clock stepped back neither extends nor revives it): the rule leaves
+the kernel then, taken out by `nm-zones serve`'s timer or the next run of nm-zones. Until
+then the kernel stops accepting by itself: nftables with a set element that times out,
+iptables with the `time` match's --datestop (the wall clock: with iptables and no service
+running, a clock stepped back reopens it until the next run).
 Without --zone and --interface it applies to the one bound interface, when only one is.
 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
@@ -349,8 +353,11 @@ def cmd_reload(args) -> int:
         engine.degraded = True
 
     def action(state) -> None:
+        dropped = {a[3] for a in state.allowances if a[3]}  # their deadlines (allowances.py)
         state.allowances = []  # runtime allowances (nm-zones allow) end with a reload
         engine.reload(state)
+        if dropped:
+            engine.forget_deadlines(state, dropped)
 
     status = _run_changes(engine, action, DISABLED)
     _tell_service_reloaded()
@@ -855,7 +862,7 @@ def _add_allow_commands(sub) -> None:
                 "--for",
                 dest="duration",
                 metavar="DURATION",
-                help="until DURATION from now: 30s, 10m, 2h, 1d (the kernel ends it)",
+                help="until DURATION from now: 30s, 10m, 2h, 1d (on the boot clock)",
             )
         else:
             p.set_defaults(duration=None)
