@@ -455,9 +455,9 @@ def test_a_forged_quick_file_is_not_believed(lab, tmp_path):
         "import marshal, os, sys\n"
         "from nm_zones.backends.iptables.held import read_view, view_digest\n"
         "path = os.path.join(sys.argv[1], 'quick')\n"
-        "bound, views = marshal.loads(open(path, 'rb').read())\n"
+        "bound, views, *rest = marshal.loads(open(path, 'rb').read())\n"
         "views = {k: view_digest(read_view(*k)) for k in views}\n"
-        "open(path, 'wb').write(marshal.dumps((bound, views)))\n"
+        "open(path, 'wb').write(marshal.dumps((bound, views, *rest)))\n"
         "os.chmod(path, 0o666)\n"
     )
     lab.run(lab.zoned, [PYTHON, "-c", forge, lab.state_dir])
