@@ -31,6 +31,10 @@ from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
 REASON_NM = "nmcli connection.zone"
+# a caller on the bus named the zone (Docker for docker0, libvirt for virbr0): such a claim
+# binds even an interface that exempt-interfaces names, since exemption is for interfaces
+# nobody claims
+REASON_DBUS = "D-Bus call"
 IN_KERNEL = ("applied", "applying")  # binding states whose rules belong in the kernel
 FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
 ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
@@ -202,7 +206,7 @@ class Engine:
         `inputs` records what decided it, for the quick path of the next event; `why`
         replaces the reason in the change record (a runtime allowance, doors/allow.py)."""
         check_interface(interface)
-        if matches_exempt(interface, self.compiled.exempt_interfaces):
+        if reason != REASON_DBUS and matches_exempt(interface, self.compiled.exempt_interfaces):
             raise UsageError(
                 f"{interface} matches exempt-interfaces in the connections map; "
                 "nm-zones does not filter it"
@@ -600,7 +604,14 @@ class Engine:
                 continue
             connection = recorded_connection(binding)
             zone, reason = binding.zone, binding.reason
-            if reason in (REASON_NM, REASON_COMMAND, REASON_SHARED):  # NM holds these
+            if self._claimed(name, reason):
+                if zone not in self.known_zones():  # back to what nobody claims
+                    try:
+                        self.remove_interface(name, f"zone {zone!r} no longer exists", state)
+                    except (KernelError, OSError) as error:
+                        self.failed(name, state, error)
+                    continue
+            elif reason in (REASON_NM, REASON_COMMAND, REASON_SHARED):  # NM holds these
                 if zone not in self.known_zones():
                     self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
                     zone, reason = self.compiled.default_zone, "default-zone"
@@ -611,6 +622,10 @@ class Engine:
                 self.apply_interface(name, zone, reason, connection, state)
             except (KernelError, OSError) as error:
                 self.failed(name, state, error)
+
+    def _claimed(self, interface: str, reason: str) -> bool:
+        """An exempt interface a caller bound: it keeps its zone while the zone exists."""
+        return reason == REASON_DBUS and matches_exempt(interface, self.compiled.exempt_interfaces)
 
 
 def allowed_for(state: State, interface: str, zone: str) -> tuple:

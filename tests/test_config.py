@@ -21,10 +21,12 @@ from tests.harness.lab import REPO, base_env
 SHIPPED_ZONES = [
     "block",
     "dmz",
+    "docker",
     "drop",
     "external",
     "home",
     "internal",
+    "libvirt",
     "nm-shared",
     "public",
     "trusted",

@@ -6,6 +6,7 @@ judged by probes from the peer host."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -283,8 +284,29 @@ def test_the_window_shows_and_changes_zones_through_the_service(desk, tmp_path):
     assert "Traceback" not in desktop.log("settings.log")
 
 
-def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
-    nm = desk
+SERVER = "org.freedesktop.Notifications"
+
+
+def session_bus(desktop: Desktop, method: str, name: str) -> str:
+    """A call to the session bus itself, as the desktop user: gdbus's reply."""
+    return desktop.run(
+        [
+            *("gdbus", "call", "--session", "--dest", "org.freedesktop.DBus"),
+            *("--object-path", "/org/freedesktop/DBus"),
+            *("--method", f"org.freedesktop.DBus.{method}", name),
+        ]
+    ).stdout
+
+
+def start_dunst(desktop: Desktop) -> None:
+    """dunst, once it owns the server's name (a Notify meanwhile would start another)."""
+    desktop.dunst()
+    wait_for(lambda: "true" in session_bus(desktop, "NameHasOwner", SERVER), 10, what="dunst")
+
+
+def agent_session(nm) -> tuple[Desktop, str]:
+    """(the desktop, its home): polkit grants the user, dunst picks what `home/want` names,
+    dbus-monitor writes every Notify call to notify-calls.log, and the agent listens."""
     home = f"/run/nmz-desktop/{USER}"
     desktop = Desktop(nm, USER, dunstrc=DUNSTRC.format(home=home))
     desktop.start()
@@ -293,11 +315,17 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
         input_text=PICK.format(home=home),
     )
     grant(nm, desktop)
-    desktop.dunst()
-    monitor = "interface='org.freedesktop.Notifications',member='Notify'"
+    start_dunst(desktop)
+    monitor = f"interface='{SERVER}',member='Notify'"
     desktop.background(desktop.as_user(["dbus-monitor", "--session", monitor]), "notify-calls.log")
     desktop.program("nm_zones.desktop.notify", "notify.log")
     wait_for(lambda: "listening" in desktop.log("notify.log"), 30, what="the agent")
+    return desktop, home
+
+
+def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
+    nm = desk
+    desktop, home = agent_session(nm)
     nm.listen()
 
     cafe = up(nm, "Cafe Wi-Fi")
@@ -385,6 +413,164 @@ def test_the_agent_asks_for_the_zone_of_a_network_without_one(desk, tmp_path):
     assert "Traceback" not in desktop.log("notify.log")
 
 
+# a connection name that tries markup, a bidi override and a second line
+HOSTILE = "<b>Evil</b> & Co\u202eexe.txt\nline 2"
+HOSTILE_SHOWN = "<b>Evil</b> & Co\\u202eexe.txt\\nline 2"  # as `nm-zones status` escapes it
+# a second client on the user's session bus that emits the notification server's signal
+# ActionInvoked(id, "home") for the first 20 ids, to everyone and to every connection; with
+# `own`, after taking the server's name (free once the server is gone)
+SPOOF = """
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+NAME, PATH = "org.freedesktop.Notifications", "/org/freedesktop/Notifications"
+def call(method, args, reply):
+    return bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+        method, args, GLib.VariantType(reply), Gio.DBusCallFlags.NONE, 10000, None).unpack()
+if sys.argv[1] == "own":
+    got = call("RequestName", GLib.Variant("(su)", (NAME, 4)), "(u)")
+    assert got == (1,), f"RequestName: {got}"
+me = bus.get_unique_name()
+names = [n for n in call("ListNames", None, "(as)")[0] if n.startswith(":") and n != me]
+for number in range(1, 21):
+    args = GLib.Variant("(us)", (number, "home"))
+    for target in [None, *names]:
+        bus.emit_signal(target, PATH, NAME, "ActionInvoked", args)
+bus.flush_sync(None)
+print(me)
+"""
+
+
+def test_the_agent_obeys_only_the_notification_server_and_escapes_names(desk, tmp_path):
+    nm = desk
+    desktop, home = agent_session(nm)
+
+    link = up(nm, HOSTILE)
+    nm.wait_zone(link.name, "public")
+    summary = f"Connected to {HOSTILE_SHOWN}: zone public (unknown network)"
+    asked = wait_for(
+        lambda: next((c for c in notify_calls(desktop) if c["summary"] == summary), None),
+        20,
+        what=f"the question, its name escaped: {desktop.log('notify-calls.log')[-600:]}",
+    )
+    assert asked["actions"][:2] == ["home", "Home"]
+    for forbidden in ("\u202e", "line 2\n"):
+        assert forbidden not in desktop.log("notify-calls.log")
+    wait_for(
+        lambda: desktop.run(["dunstctl", "count", "displayed"]).stdout.strip() == "1",
+        10,
+        what="dunst to show it",
+    )
+    # the settings window shows the name escaped the same way (its rows read markup)
+    desktop.program("nm_zones.desktop.settings", "settings.log")
+    row = Window(desktop).wait_row(HOSTILE_SHOWN, "Public")
+    assert row["description"] == f"{HOSTILE_SHOWN} on {link.name}: zone public"
+
+    # another client of the session bus "clicks" Home: first as itself...
+    desktop.run([desktop.python, "-c", SPOOF, "as-itself"])
+    # ...then as the owner of the server's name, once the server is gone
+    pid = re.search(r"(\d+),\)", session_bus(desktop, "GetConnectionUnixProcessID", SERVER))
+    nm.run(["kill", pid.group(1)])
+    wait_for(
+        lambda: "false" in session_bus(desktop, "NameHasOwner", SERVER),
+        10,
+        what=f"dunst to stop; the agent said: {desktop.log('notify.log')[-2000:]}"
+        f"; the profile's zone: {profile_zone(nm, HOSTILE)!r} (the agent obeyed a spoof?)",
+    )
+    owned = desktop.run([desktop.python, "-c", SPOOF, "own"], check=False)
+    assert owned.returncode == 0, (
+        f"{owned.stderr[-300:]}; the profile's zone: {profile_zone(nm, HOSTILE)!r}, the agent"
+        f" said: {desktop.log('notify.log')[-1000:]}"
+    )
+    owner = owned.stdout.strip()
+    wait_for(
+        lambda: f"from {owner}: it did not show" in desktop.log("notify.log"),
+        20,
+        what=f"the agent to ignore the new owner's actions: {desktop.log('notify.log')}",
+    )
+    # every spoofed signal was read by now (the bus delivers in order); none counted
+    assert profile_zone(nm, HOSTILE) == "" and nm.zone_of(link.name) == "public"
+    assert "is now in zone" not in desktop.log("notify-calls.log")
+
+    # the real server's action still counts: dunst again, the network asked about again
+    start_dunst(desktop)
+    nm.nmcli("connection", "down", HOSTILE)
+    nm.wait_zone(link.name, None)
+    nm.nmcli("connection", "up", HOSTILE)
+    wait_for(
+        lambda: [c for c in notify_calls(desktop) if c["summary"] == summary][1:],
+        20,
+        what="the question again",
+    )
+    wait_for(
+        lambda: desktop.run(["dunstctl", "count", "displayed"], check=False).stdout.strip() == "1",
+        10,
+        what="dunst to show it",
+    )
+    nm.sh(f"echo home > {home}/want")
+    desktop.run(["dunstctl", "context"])
+    wait_for(lambda: profile_zone(nm, HOSTILE) == "home", 20, what="the zone assigned")
+    nm.wait_zone(link.name, "home")
+    wait_for(
+        lambda: f"{HOSTILE_SHOWN} is now in zone home" in desktop.log("notify-calls.log"),
+        10,
+        what="the confirmation, its name escaped",
+    )
+    assert "Traceback" not in desktop.log("notify.log")
+
+
+def test_notification_bodies_are_escaped_for_markup_too():
+    """Servers read a notification's body as markup, its summary as plain text."""
+    if NEEDS_DESKTOP:
+        pytest.skip("needs GTK 4, libadwaita, AT-SPI, Xvfb, dunst, xdotool (see .ci/setup)")
+    script = (
+        "import json, sys; from nm_zones.desktop.notify import shown;"
+        " print(json.dumps(shown(sys.argv[1], sys.argv[1])))"
+    )
+    result = subprocess.run(
+        [desktop_python(), "-c", script, HOSTILE],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    summary, body = json.loads(result.stdout)
+    assert summary == HOSTILE_SHOWN
+    assert body == "&lt;b&gt;Evil&lt;/b&gt; &amp; Co\\u202eexe.txt\\nline 2"
+
+
+def test_the_window_and_the_agent_speak_the_users_language(desk):
+    nm = desk
+    desktop = Desktop(nm, USER)
+    desktop.start()
+    desktop.dunst()
+    monitor = "interface='org.freedesktop.Notifications',member='Notify'"
+    desktop.background(desktop.as_user(["dbus-monitor", "--session", monitor]), "notify-calls.log")
+    german = {"LANG": "de_DE.UTF-8"}
+    desktop.program("nm_zones.desktop.notify", "notify.log", env=german)
+    wait_for(lambda: "listening" in desktop.log("notify.log"), 30, what="the agent")
+
+    cafe = up(nm, "Cafe")
+    nm.wait_zone(cafe.name, "public")
+    summary = "Verbunden mit Cafe: Zone public (unbekanntes Netzwerk)"
+    calls = wait_for(
+        lambda: [c for c in notify_calls(desktop) if c["summary"] == summary],
+        20,
+        what=f"the German notification\n{desktop.log('notify-calls.log')}",
+    )
+    assert calls[0]["body"] == "Welche Zone soll dieses Netzwerk ab jetzt haben?"
+    assert calls[0]["actions"][:2] == ["home", "Zuhause"]
+
+    desktop.program("nm_zones.desktop.settings", "settings.log", env=german)
+    window = Window(desktop)
+    wait_for(
+        lambda: "Aktive Verbindungen" in json.dumps(window.tree(), ensure_ascii=False),
+        30,
+        what=f"the German window\n{desktop.log('settings.log')}",
+    )
+
+
 def notify_calls(desktop: Desktop) -> list[dict]:
     """Every Notify call dunst received, in order: app, icon, summary, body, actions (keys
     and labels, alternating) and the urgency hint, as dbus-monitor printed them."""
@@ -425,7 +611,7 @@ def test_the_core_never_imports_gtk():
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
-def test_the_desktop_extra_declares_both_programs():
+def test_the_desktop_extra_declares_the_programs():
     import configparser
 
     setup = configparser.ConfigParser()
@@ -434,9 +620,11 @@ def test_the_desktop_extra_declares_both_programs():
     entry_points = setup["options.entry_points"]
     assert "nm-zones-settings = nm_zones.desktop.settings:main" in entry_points["gui_scripts"]
     assert "nm-zones-notify = nm_zones.desktop.notify:main" in entry_points["console_scripts"]
-    with open(os.path.join(REPO, "nm_zones", "desktop", "nm-zones-notify.desktop")) as stream:
-        autostart = stream.read()
-    assert "Exec=nm-zones-notify\n" in autostart and "Type=Application" in autostart
+    assert "nm-zones-tray = nm_zones.desktop.tray:main" in entry_points["console_scripts"]
+    for program in ("nm-zones-notify", "nm-zones-tray"):
+        with open(os.path.join(REPO, "nm_zones", "desktop", f"{program}.desktop")) as stream:
+            autostart = stream.read()
+        assert f"Exec={program}\n" in autostart and "Type=Application" in autostart
 
 
 def test_the_agent_installs_its_autostart_file(tmp_path):

@@ -15,6 +15,7 @@ GOLDEN = os.path.join(REPO, "tests", "golden")
 NO_STATE = "/nonexistent/nm-zones-state"  # plan needs no state; nothing may be created
 ZONES = ["block", "dmz", "drop", "external", "home", "internal", "public", "trusted", "work"]
 ZONES.append("nm-shared")  # NetworkManager names it for shared connections
+ZONES += ["docker", "libvirt"]  # Docker and libvirt bind their bridges to them (serve)
 CUSTOM_ZONE = """\
 description: everything the compiler knows, in one zone
 services: [ssh, mdns, ftp, tftp, samba-client, upnp-client, ipsec]

@@ -480,6 +480,107 @@ def test_the_bus_policy_lets_only_root_own_the_name(nm):
     assert result.returncode != 0 and "not allowed to own" in result.stderr, result.stderr
 
 
+# -- what a caller can make the service write ----------------------------------------------
+
+LARGE_CALLS = """
+import json, sys
+from jeepney import DBusAddress, HeaderFields, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+count, zone, interface = int(sys.argv[1]), sys.argv[2], sys.argv[3] * int(sys.argv[4])
+target = DBusAddress(
+    "/org/fedoraproject/FirewallD1",
+    bus_name="org.fedoraproject.FirewallD1",
+    interface="org.fedoraproject.FirewallD1.zone",
+)
+with open_dbus_connection("SYSTEM") as bus:
+    print(json.dumps(bus.unique_name), flush=True)
+    for _ in range(count):
+        call = new_method_call(target, "changeZoneOfInterface", "ss", (zone, interface))
+        reply = bus.send_and_get_reply(call, timeout=60)
+        error = reply.header.fields.get(HeaderFields.error_name, "")
+        print(json.dumps([error, reply.body[0] if reply.body else ""]), flush=True)
+"""
+MIB = 1 << 20
+LOG_LINE = 400  # bytes: a refusal line, its call's arguments shortened
+BURST, PER_SECOND, SUMMARY_EVERY = 5, 1.0, 2.0  # limits.RefusalLog, service.SUMMARY_AFTER
+
+
+def large_calls(nm, count: int, zone: str, text: str, repeat: int, user: str = "nobody"):
+    """`count` calls changeZoneOfInterface(zone, text * repeat) on one connection as `user`
+    (uid 65534 by default): (its bus name, [(error name, message)] of the replies)."""
+    argv = [PYTHON, "-c", LARGE_CALLS, str(count), zone, text, str(repeat)]
+    result = nm.run(["runuser", "-u", user, "--", *argv], timeout=300)
+    sender, *replies = (json.loads(line) for line in result.stdout.splitlines())
+    return sender, replies
+
+
+def grown(path: str, since: int) -> bytes:
+    with open(path, "rb") as stream:
+        stream.seek(since)
+        return stream.read()
+
+
+def test_refused_megabyte_calls_cost_the_log_and_the_reply_a_few_hundred_bytes(nm):
+    from tests.harness.syslog import read_records
+
+    nm.serve(syslog=True)
+    syslog, serve_log = (os.path.join(nm.tmp, name) for name in ("syslog.txt", "serve.log"))
+    wait_for(lambda: read_records(syslog), 10, what="the service's first syslog record")
+    assert not nm.name_owned("org.freedesktop.PolicyKit1")  # started by the bus when asked
+    sizes = [os.path.getsize(path) for path in (syslog, serve_log)]
+
+    started = time.monotonic()
+    sender, replies = large_calls(nm, 100, "block", "x", MIB)
+    elapsed = time.monotonic() - started
+    assert len(replies) == 100
+    for name, message in replies:  # refused whole, in a short reply, before polkit is asked
+        assert name == "org.fedoraproject.FirewallD1.Exception", (name, message[:200])
+        assert message.startswith("INVALID_VALUE: the call's arguments take 10"), message[:200]
+        assert len(message) < 200, len(message)
+    assert not nm.name_owned("org.freedesktop.PolicyKit1")
+
+    def logged() -> tuple[list[str], list[str], int] | None:
+        """(refusal lines, summary lines, refusals they count) once all 100 are counted."""
+        records = [r for r in read_records(syslog) if f" from {sender}" in r]
+        refusals = [r for r in records if "refused (the call's arguments take" in r]
+        summary = [r for r in records if f"refusals from {sender} suppressed" in r]
+        held = sum(int(r.split(" more refusals")[0].rsplit(" ", 1)[1]) for r in summary)
+        return (refusals, summary, records) if len(refusals) + held >= 100 else None
+
+    refusals, summary, records = wait_for(
+        logged, SUMMARY_EVERY + 10, what=f"all 100 refusals logged or summed up: {logged()}"
+    )
+    assert all(len(r.encode()) <= LOG_LINE for r in records), records
+    assert "'block', '" + "x" * 64 + "'…(1048576 characters)) from " in refusals[0]
+    # at most BURST lines at once, then PER_SECOND, and a summary every SUMMARY_EVERY
+    assert len(refusals) <= BURST + PER_SECOND * elapsed + 1, (elapsed, refusals)
+    assert len(summary) <= elapsed / SUMMARY_EVERY + 2, summary
+    # both logs (syslog and stderr, the journal) grew by a few kilobytes for 100 MiB sent
+    bound = LOG_LINE * len(records)
+    assert len(grown(syslog, sizes[0])) <= bound < 16_384, (bound, len(grown(syslog, sizes[0])))
+    assert len(grown(serve_log, sizes[1])) <= bound, len(grown(serve_log, sizes[1]))
+
+    # under the size limit, polkit refuses; the log line shows the argument shortened
+    sender, [(name, message)] = large_calls(nm, 1, "block", "y", 3000)
+    assert name == "org.fedoraproject.FirewallD1.NotAuthorizedException", message
+    assert message == "Not Authorized(polkit): org.nm-zones.assign"
+    line = wait_for(
+        lambda: next((r for r in read_records(syslog) if f" from {sender}" in r), None),
+        10,
+        what="the refusal's log line",
+    )
+    assert "'" + "y" * 64 + "'…(3000 characters)) from " in line and len(line) <= LOG_LINE
+
+    # root's calls: what an error reply echoes is shortened too
+    reply = error(nm, f"{ZONE}.changeZoneOfInterface", "z" * 3000, "lo")
+    assert reply == (
+        "org.fedoraproject.FirewallD1.Exception: INVALID_ZONE: " + "z" * 64 + "…(3000 characters)"
+    )
+    reply = error(nm, f"{ZONE}.changeZoneOfInterface", "block", "i" * 3000)
+    assert reply.startswith("org.fedoraproject.FirewallD1.Exception: INVALID_INTERFACE: ")
+    assert "i" * 64 + "…(3000 characters)" in reply and len(reply) < 300, reply
+
+
 # -- the front ends ---------------------------------------------------------------------
 
 

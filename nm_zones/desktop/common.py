@@ -4,54 +4,33 @@ GDBus), the user's own settings and the agent's memory of the connections it pla
 from __future__ import annotations
 
 import configparser
-import gettext
 import os
 from collections.abc import Callable
 
 from gi.repository import Gio, GLib
 
 from ..doors.busapi import BUS_NAME, NMZ_INTERFACE, NOT_AUTHORIZED, OBJECT_PATH
-
-DOMAIN = "nm-zones"
-_ = gettext.translation(DOMAIN, fallback=True).gettext
+from .words import (  # noqa: F401 - the programs import the words from here too
+    DEFAULT_REASONS,
+    DOMAIN,
+    LIKELY_ZONES,
+    _,
+    reason_text,
+    zone_label,
+)
 
 NM_BUS = "org.freedesktop.NetworkManager"
 CALL_TIMEOUT_MS = 130_000  # polkit may ask a human for a password
 READ_TIMEOUT_MS = 5_000
-# the reasons the engine gives a connection that has no zone of its own
-DEFAULT_REASONS = ("default for wired", "default for wireless", "default-zone")
-LIKELY_ZONES = ("home", "work", "public", "block")
 
 
-def reason_text(reason: str) -> str:
-    """Why a connection has its zone, in words a user reads."""
-    return {
-        "nmcli connection.zone": _("its own zone"),
-        "shared connection": _("a shared connection"),
-        "map: uuid": _("set in the connections map"),
-        "map: name": _("set in the connections map"),
-        "default for wired": _("default for wired networks"),
-        "default for wireless": _("default for wireless networks"),
-        "default-zone": _("unknown network"),
-        "command line": _("set by a command, until it reconnects"),
-        "D-Bus call": _("set by another program, until it reconnects"),
-    }.get(reason, reason)
-
-
-def zone_label(zone: str) -> str:
-    """`home` -> `Home`: the names of the shipped zones, translatable."""
-    return {
-        "trusted": _("Trusted"),
-        "home": _("Home"),
-        "work": _("Work"),
-        "internal": _("Internal"),
-        "dmz": _("DMZ"),
-        "public": _("Public"),
-        "external": _("External"),
-        "block": _("Block"),
-        "drop": _("Drop"),
-        "nm-shared": _("Shared"),
-    }.get(zone, zone)
+def run_until_signalled(ready: Callable[[], None] = lambda: None) -> None:
+    """The GLib main loop of a session program, until SIGTERM or SIGINT."""
+    loop = GLib.MainLoop()
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 15, loop.quit)
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 2, loop.quit)
+    ready()
+    loop.run()
 
 
 class ServiceError(Exception):
@@ -62,7 +41,7 @@ class ServiceError(Exception):
         super().__init__(message)
 
 
-def _service_error(error: GLib.Error) -> ServiceError:
+def service_error(error: GLib.Error) -> ServiceError:
     name = Gio.DBusError.get_remote_error(error) or ""
     message = error.message
     if name and message.startswith(f"GDBus.Error:{name}: "):
@@ -98,7 +77,7 @@ class Service:
                 None,
             )
         except GLib.Error as error:
-            raise _service_error(error) from None
+            raise service_error(error) from None
         return reply.unpack()[0]
 
     def change(
@@ -114,7 +93,7 @@ class Service:
             try:
                 reply = bus.call_finish(result)
             except GLib.Error as error:
-                done(None, _service_error(error))
+                done(None, service_error(error))
                 return
             done(list(reply.unpack()[0]), None)
 

@@ -4,7 +4,12 @@ desktop notification which zone that network should have; the choice is assigned
 connection for good (as `nm-zones assign`), through the service. Zone changes made
 elsewhere get a quieter notification. A connection it placed is never asked about again
 (remembered in the user's state folder); `[notify] enabled = false` in the user's
-desktop.conf (the switch in nm-zones-settings) keeps it quiet."""
+desktop.conf (the switch in nm-zones-settings) keeps it quiet.
+
+Any program on the session bus can emit a signal that looks like the notification server's:
+an action counts only when its sender is the current owner of org.freedesktop.Notifications
+and the very server that numbered that notification for this agent. What it shows is
+escaped as `nm-zones status` escapes it (text.printable), and bodies for markup too."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import sys
 
 from gi.repository import Gio, GLib
 
+from ..text import printable, shown_value
 from .common import (
     DEFAULT_REASONS,
     LIKELY_ZONES,
@@ -25,6 +31,7 @@ from .common import (
     placed,
     reason_text,
     remember_placed,
+    run_until_signalled,
     zone_label,
 )
 
@@ -39,25 +46,77 @@ def say(message: str) -> None:
     print(f"nm-zones-notify: {message}", file=sys.stderr, flush=True)
 
 
+def shown(summary: str, body: str) -> tuple[str, str]:
+    """A notification's summary and body as the agent sends them: escaped as `nm-zones
+    status` escapes text (text.printable: newlines, U+202E), and the body, which servers
+    read as markup, for markup too (the summary is plain text to them)."""
+    return printable(summary), GLib.markup_escape_text(printable(body))
+
+
 class Notifier:
-    """The session's notification server (org.freedesktop.Notifications)."""
+    """The session's notification server (org.freedesktop.Notifications): who owns the name
+    now (followed through NameOwnerChanged), and its actions, from that owner only."""
 
     def __init__(self, on_action):
         self.bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        self.on_action = on_action
+        self.owner = ""  # the server's unique name; "" while there is none
         self.bus.signal_subscribe(
-            None,
+            "org.freedesktop.DBus",
+            "org.freedesktop.DBus",
+            "NameOwnerChanged",
+            "/org/freedesktop/DBus",
+            NOTIFICATIONS,
+            Gio.DBusSignalFlags.NONE,
+            self._owner_changed,
+        )
+        try:  # after subscribing: a change meanwhile is not missed
+            self.owner = self.bus.call_sync(
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "GetNameOwner",
+                GLib.Variant("(s)", (NOTIFICATIONS,)),
+                GLib.VariantType("(s)"),
+                Gio.DBusCallFlags.NONE,
+                10_000,
+                None,
+            ).unpack()[0]
+        except GLib.Error:
+            self.owner = ""  # none yet; activation or a later start makes one
+        self.bus.signal_subscribe(
+            NOTIFICATIONS,
             NOTIFICATIONS,
             "ActionInvoked",
             NOTIFICATIONS_PATH,
             None,
             Gio.DBusSignalFlags.NONE,
-            lambda _b, _s, _p, _i, _m, args: on_action(*args.unpack()),
+            self._action,
         )
+
+    def _owner_changed(self, _bus, _sender, _path, _interface, _member, args) -> None:
+        name, _old, new = args.unpack()
+        if name == NOTIFICATIONS:
+            self.owner = new
+
+    def _action(self, _bus, sender, _path, _interface, _member, args) -> None:
+        if args.get_type_string() != "(us)":
+            return
+        number, key = args.unpack()
+        if not sender or sender != self.owner:
+            say(
+                f"ignored action {shown_value(key)} on notification {number} from {sender}: "
+                f"not the notification server ({self.owner or 'none'})"
+            )
+            return
+        self.on_action(sender, number, key)
 
     def notify(
         self, summary: str, body: str, icon: str, actions: list[str], urgency: int, done=None
     ) -> None:
-        """Show it; `done(id)` once the server numbered it (0: it could not be shown)."""
+        """Show it, escaped (`shown`); `done(id, server)` once a server numbered it, with
+        the server's unique name (0 and "": it could not be shown)."""
+        summary, body = shown(summary, body)
         hints = {
             "urgency": GLib.Variant("y", urgency),
             "desktop-entry": GLib.Variant("s", "nm-zones-settings"),
@@ -71,28 +130,21 @@ class Notifier:
 
         def finished(bus, result):
             try:
-                number = bus.call_finish(result).unpack()[0]
-            except GLib.Error as error:
-                print(
-                    f"nm-zones-notify: no notification server: {error.message}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                number = 0
+                reply = bus.send_message_with_reply_finish(result)
+                reply.to_gerror()  # raises when the reply is an error
+                number, server = reply.get_body().unpack()[0], reply.get_sender() or ""
+            except (GLib.Error, TypeError, IndexError) as error:
+                say(f"no notification server: {getattr(error, 'message', error)}")
+                number, server = 0, ""
             if done:
-                done(number)
+                done(number, server)
 
-        self.bus.call(
-            NOTIFICATIONS,
-            NOTIFICATIONS_PATH,
-            NOTIFICATIONS,
-            "Notify",
-            args,
-            GLib.VariantType("(u)"),
-            Gio.DBusCallFlags.NONE,
-            10_000,
-            None,
-            finished,
+        message = Gio.DBusMessage.new_method_call(
+            NOTIFICATIONS, NOTIFICATIONS_PATH, NOTIFICATIONS, "Notify"
+        )
+        message.set_body(args)
+        self.bus.send_message_with_reply(
+            message, Gio.DBusSendMessageFlags.NONE, 10_000, None, finished
         )
 
     def close(self, number: int) -> None:
@@ -114,7 +166,8 @@ class Agent:
     def __init__(self, service: Service, notifier_factory=Notifier):
         self.service = service
         self.notifier = notifier_factory(self.on_action)
-        self.asking: dict[int, dict] = {}  # notification id -> the change it asks about
+        # notification id -> (the change it asks about, the server that numbered it)
+        self.asking: dict[int, tuple[dict, str]] = {}
         self.expected: set[tuple[str, str]] = set()  # (uuid, zone) this agent asked for
         service.follow(self.on_signal, network_manager=False)
 
@@ -159,16 +212,22 @@ class Agent:
         for choice in LIKELY_ZONES:
             actions += [choice, zone_label(choice)]
 
-        def shown(number: int) -> None:
-            if number:
-                self.asking[number] = change
+        def numbered(number: int, server: str) -> None:
+            if number and server:
+                self.asking[number] = (change, server)
 
-        self.notifier.notify(summary, body, icon, actions, URGENCY_NORMAL, shown)
+        self.notifier.notify(summary, body, icon, actions, URGENCY_NORMAL, numbered)
 
-    def on_action(self, number: int, key: str) -> None:
-        change = self.asking.pop(number, None)
-        if change is None or key not in LIKELY_ZONES:
+    def on_action(self, sender: str, number: int, key: str) -> None:
+        """A choice, from the notification server that owns the name now (Notifier); it
+        counts only for a question this agent asked through that very server."""
+        asked = self.asking.get(number)
+        if asked is None or asked[1] != sender:
+            say(f"ignored action {shown_value(key)} from {sender}: it did not show {number}")
             return
+        if key not in LIKELY_ZONES:
+            return
+        change = self.asking.pop(number)[0]
         uuid, name = change["uuid"], change.get("connection") or change["uuid"]
         self.notifier.close(number)
         self.expected.add((uuid, key))
@@ -242,11 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     except GLib.Error as error:
         print(f"nm-zones-notify: cannot reach a bus: {error.message}", file=sys.stderr)
         return 1
-    loop = GLib.MainLoop()
-    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 15, loop.quit)
-    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, 2, loop.quit)
-    say("listening")
-    loop.run()
+    run_until_signalled(lambda: say("listening"))
     return 0
 
 

@@ -14,6 +14,7 @@ gi.require_version("Adw", "1")
 
 from gi.repository import Adw, Gdk, GLib, Gtk  # noqa: E402
 
+from ..text import printable  # noqa: E402
 from .common import (  # noqa: E402
     Service,
     ServiceError,
@@ -193,7 +194,9 @@ class SettingsWindow(Adw.ApplicationWindow):
         for entry in connections:
             interface = entry["interface"]
             seen.add(interface)
-            name = entry.get("connection") or interface
+            # escaped as `nm-zones status` shows it (a newline, U+202E), and for markup: the
+            # rows read their title and subtitle as Pango markup
+            name = printable(entry.get("connection") or interface)
             if interface not in self.rows:
                 choice = ZoneChoice(
                     _("Zone of {name}").format(name=name),
@@ -211,7 +214,7 @@ class SettingsWindow(Adw.ApplicationWindow):
                 why = _("zone support is off")
             description = self.descriptions.get(zone, "")
             subtitle = f"{interface} · {why}" + (f" · {description}" if description else "")
-            row.set_subtitle(GLib.markup_escape_text(subtitle))
+            row.set_subtitle(GLib.markup_escape_text(printable(subtitle)))
             row.update_property(
                 [Gtk.AccessibleProperty.DESCRIPTION],
                 [
@@ -229,7 +232,8 @@ class SettingsWindow(Adw.ApplicationWindow):
         self.empty.set_visible(not self.rows)
 
     def show(self, text: str) -> None:
-        self.status.set_text(text)
+        """The result line (plain text, no markup), each line escaped (text.printable)."""
+        self.status.set_text("\n".join(printable(line) for line in text.split("\n")))
 
     # -- changing ------------------------------------------------------------------------
 

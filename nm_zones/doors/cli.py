@@ -10,6 +10,7 @@ import time
 
 from ..errors import ConfigError, KernelError, UsageError, unknown_zone
 from ..paths import Paths
+from ..text import printable
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DISABLED = 0, 1, 2, 3
 DISABLED = "nm-zones is disabled (nm-zones enable)"
@@ -426,14 +427,6 @@ def cmd_gc(args) -> int:
             engine.collect_orphans(state)
 
     return _run_changes(engine, action)
-
-
-def printable(text: str) -> str:
-    """`text` with control characters escaped: a connection named with a newline cannot
-    forge a line of output."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _kernel_word(held: bool | None) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..text import printable
+
 TARGETS = {
     "default": "accept what is listed, reject the rest",
     "accept": "accept everything",
@@ -138,7 +140,6 @@ def show_interface(args) -> int:
 
 def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool) -> None:
     from .allow import remaining_text, until_text
-    from .cli import printable
 
     lines = []
     if disabled:

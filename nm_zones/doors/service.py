@@ -25,10 +25,12 @@ import os
 import signal
 import sys
 
-from ..engine import Engine
+from ..engine import REASON_DBUS, Engine
 from ..errors import ConfigError, KernelError, UsageError
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
+from ..text import shorten, shown_arguments
+from . import firewalld_props as props
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -43,7 +45,12 @@ from .busapi import (
     FirewallError,
     child_introspection,
 )
+from .direct import ACTION_DIRECT, DIRECT_INTERFACE, passthrough
+from .direct import introspection as direct_introspection
 from .expiry import expire_at_deadlines
+from .firewalld_objects import ConfigObjects
+from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
+from .limits import RefusalLog, bounded_reply, too_large
 
 NM_BUS = "org.freedesktop.NetworkManager"
 NM_PATH = "/org/freedesktop/NetworkManager"
@@ -56,7 +63,6 @@ POLKIT_PATH = "/org/freedesktop/PolicyKit1/Authority"
 POLKIT_INTERFACE = "org.freedesktop.PolicyKit1.Authority"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 
-REASON_DBUS = "D-Bus call"
 # firewalld's unit, once enabled, has this alias: its presence means firewalld starts at boot
 FIREWALLD_ENABLED = "/etc/systemd/system/dbus-org.fedoraproject.FirewallD1.service"
 NAME_FLAG_DO_NOT_QUEUE = 4
@@ -65,6 +71,8 @@ CALL_TIMEOUT = 25.0
 POLKIT_TIMEOUT = 120.0  # an authentication dialog may be answered by a human
 ALLOW_USER_INTERACTION = 1
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
+LOG_LIMIT = 1024  # characters of one log line
+SUMMARY_AFTER = 2.0  # seconds between the summaries of refusals held back (limits.RefusalLog)
 CACHE_LIMIT = 4096
 NM_RESTARTS = (
     "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
@@ -83,7 +91,9 @@ class BusCallFailed(Exception):
 
 
 def log(message: str, warning: bool = False) -> None:
-    """Every line the service logs goes to stderr (the journal, under systemd) and syslog."""
+    """Every line the service logs goes to stderr (the journal, under systemd) and syslog;
+    never more than LOG_LIMIT characters."""
+    message = shorten(message, LOG_LIMIT)
     print(f"nm-zones serve: {message}", file=sys.stderr, flush=True)
     to_syslog(f"serve: {message}", warning=warning)
 
@@ -164,6 +174,7 @@ class Request:
         self.member: str = fields.get(HeaderFields.member, "")
         self.signature: str = fields.get(HeaderFields.signature, "")
         self.body: tuple = tuple(message.body)
+        self.size: int = message.header.body_length  # bytes of the arguments, as sent
         self.wants_reply = not message.header.flags & MessageFlag.no_reply_expected
 
 
@@ -180,6 +191,11 @@ def _methods(service: ZoneService) -> dict:
         (ZONE_INTERFACE, "changeZoneOfInterface"): ("ss", "s", ACTION_ASSIGN, service.change_zone),
         (ZONE_INTERFACE, "changeZone"): ("ss", "s", ACTION_ASSIGN, service.change_zone),
         (ZONE_INTERFACE, "removeInterface"): ("ss", "s", ACTION_ASSIGN, service.remove_interface),
+        (ZONE_INTERFACE, "getInterfaces"): ("s", "as", None, service.get_interfaces),
+        (ZONE_INTERFACE, "queryInterface"): ("ss", "b", None, service.query_interface),
+        (DIRECT_INTERFACE, "passthrough"): ("sas", "s", ACTION_DIRECT, service.passthrough),
+        (DIRECT_INTERFACE, "getAllPassthroughs"): ("", "a(sas)", None, service.no_passthroughs),
+        (DIRECT_INTERFACE, "removeAllPassthroughs"): ("", "", ACTION_DIRECT, service.nothing),
         (NMZ_INTERFACE, "AssignConnection"): ("ss", "as", ACTION_ASSIGN, service.assign),
         (NMZ_INTERFACE, "SetMapZone"): ("ss", "as", ACTION_CONFIGURE, service.set_map_zone),
         (NMZ_INTERFACE, "SetEnabled"): ("b", "as", ACTION_CONFIGURE, service.set_enabled),
@@ -197,10 +213,13 @@ class ZoneService:
         self.paths, self.bus = paths, bus
         self.mutex = asyncio.Lock()
         self.methods = _methods(self)
+        self.config_objects = ConfigObjects(self, log)
         self._compiled = None
         self._compiled_key: tuple | None = None
         self._backend = None
         self._tasks: set[asyncio.Task] = set()
+        self.refusals = RefusalLog()  # what callers make the service log, rate-limited
+        self._summary: asyncio.TimerHandle | None = None
         self._descriptions: tuple[tuple | None, dict[str, str]] = (None, {})
         # bus round trips saved on every call; each is only a shortcut to something stable:
         self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
@@ -274,65 +293,93 @@ class ZoneService:
     async def dispatch(self, request: Request) -> None:
         from jeepney import new_error, new_method_return
 
+        def error_reply(name: str, text: str):
+            return new_error(request.message, name, "s", (bounded_reply(text, request.body),))
+
         try:
             signature, body = await self.answer(request)
             reply = new_method_return(request.message, signature or None, body)
         except FirewallError as error:
-            reply = new_error(request.message, ERROR_NAME, "s", (str(error),))
+            reply = error_reply(ERROR_NAME, str(error))
         except NotAuthorized as error:
-            reply = new_error(request.message, NOT_AUTHORIZED, "s", (str(error),))
-        except UnknownCall as error:
-            reply = new_error(request.message, error.name, "s", (str(error),))
+            reply = error_reply(NOT_AUTHORIZED, str(error))
+        except (UnknownCall, PropertyError) as error:
+            reply = error_reply(error.name, str(error))
         except Exception as error:  # one bad call must not end the service
-            log(f"{request.member}: internal error: {type(error).__name__}: {error}", True)
-            reply = new_error(request.message, ERROR_NAME, "s", (f"COMMAND_FAILED: {error}",))
+            self.log_about(request, f"internal error: {type(error).__name__}: {error}", True)
+            reply = error_reply(ERROR_NAME, f"COMMAND_FAILED: {error}")
         if request.wants_reply:
             await self.bus.send(reply)
 
+    def log_about(self, request: Request, what: str, warning: bool = False) -> None:
+        """A line about a caller's call (its arguments shortened), unless the caller has had
+        its share of lines (limits.RefusalLog): then it is counted for a summary."""
+        if self.refusals.admit(request.sender):
+            call = f"{request.member}{shown_arguments(request.body)}"
+            log(f"{call} from {request.sender}: {shorten(what, LOG_LIMIT // 2)}", warning)
+        elif self._summary is None:
+            loop = asyncio.get_running_loop()
+            self._summary = loop.call_later(SUMMARY_AFTER, self._log_summaries)
+
+    def _log_summaries(self) -> None:
+        self._summary = None
+        for line in self.refusals.summaries():
+            log(line)
+
     async def answer(self, request: Request) -> tuple[str, tuple]:
+        refusal = too_large(request.size)
+        if refusal:  # before polkit is asked: junk costs no round trip
+            self.log_about(request, f"refused ({refusal})")
+            raise FirewallError("INVALID_VALUE", refusal)
         if request.interface == "org.freedesktop.DBus.Introspectable":
             return "s", (self.introspect(request.path),)
         if request.interface == "org.freedesktop.DBus.Peer":
             if request.member == "GetMachineId":
                 return "s", (_machine_id(),)
             return "", ()
-        if request.path != OBJECT_PATH:
+        methods = self.methods if request.path == OBJECT_PATH else None
+        if request.interface == PROPERTIES_INTERFACE and methods is not None:
+            methods = properties_methods()
+        elif methods is None:
+            methods = self.config_objects.methods(request.path)
+        if methods is None:
             raise UnknownCall("org.freedesktop.DBus.Error.UnknownObject", request.path)
-        found = self.methods.get((request.interface, request.member))
+        found = methods.get((request.interface, request.member))
         if found is None and not request.interface:  # the interface header is optional
-            found = next(
-                (m for (i, name), m in self.methods.items() if name == request.member), None
-            )
+            found = next((m for (i, name), m in methods.items() if name == request.member), None)
         if found is None:
             raise UnknownCall(
                 "org.freedesktop.DBus.Error.UnknownMethod",
                 f"no method {request.member} on {request.interface or 'any interface'}",
             )
         in_signature, out_signature, action, handler = found
-        if request.signature != in_signature:
+        if request.signature not in in_signature.split("|"):
             raise UnknownCall(
                 "org.freedesktop.DBus.Error.InvalidArgs",
                 f"{request.member} takes ({in_signature}), not ({request.signature})",
             )
         if action is None:
             return out_signature, await handler(*request.body)
-        if not await self.authorized(request.sender, action):
-            log(f"{request.member}{request.body!r} from {request.sender}: refused ({action})")
+        if not await self.authorized(request, action):
+            self.log_about(request, f"refused ({action})")
             raise NotAuthorized(f"Not Authorized(polkit): {action}")
         async with self.mutex:
             return out_signature, await handler(*request.body)
 
     def introspect(self, path: str) -> str:
         if path == OBJECT_PATH:
-            return INTROSPECTION
+            return firewalld_introspection(INTROSPECTION)
+        if path.startswith(f"{OBJECT_PATH}/"):
+            return self.config_objects.introspect(path) or child_introspection([])
         parts = [p for p in OBJECT_PATH.split("/") if p]
         here = [p for p in path.split("/") if p]
         if here == parts[: len(here)]:
             return child_introspection([parts[len(here)]])
         return child_introspection([])
 
-    async def authorized(self, sender: str, action: str) -> bool:
+    async def authorized(self, request: Request, action: str) -> bool:
         """root always; anyone else as polkit decides (no polkit: nobody else)."""
+        sender = request.sender
         uid = self._uids.get(sender)
         if uid is None:
             try:
@@ -363,7 +410,7 @@ class ZoneService:
                 timeout=POLKIT_TIMEOUT,
             )
         except (TimeoutError, BusCallFailed) as error:
-            log(f"polkit could not decide {action} for uid {uid}: {error}", True)
+            self.log_about(request, f"polkit could not decide {action} (uid {uid}): {error}", True)
             return False
         return bool(result[0][0])
 
@@ -436,10 +483,12 @@ class ZoneService:
 
     # -- signals ---------------------------------------------------------------------------
 
-    async def emit(self, interface: str, name: str, signature: str = "", body: tuple = ()):
+    async def emit(
+        self, interface: str, name: str, signature: str = "", body: tuple = (), path=OBJECT_PATH
+    ):
         from jeepney import DBusAddress, new_signal
 
-        emitter = DBusAddress(OBJECT_PATH, interface=interface)
+        emitter = DBusAddress(path, interface=interface)
         await self.bus.send(new_signal(emitter, name, signature or None, body))
 
     # -- read-only methods -----------------------------------------------------------------
@@ -465,6 +514,36 @@ class ZoneService:
         binding = self.engine().state_dir.load().interfaces.get(interface)
         return (binding.zone if binding and binding.status in ("applied", "applying") else "",)
 
+    async def get_interfaces(self, zone: str) -> tuple:
+        """The interfaces bound to `zone` (Docker asks before adding docker0)."""
+        engine = self.engine()
+        if zone and zone not in engine.known_zones():
+            raise FirewallError("INVALID_ZONE", zone)
+        zone = zone or engine.compiled.default_zone
+        bindings = engine.state_dir.load().interfaces
+        return (
+            sorted(
+                name
+                for name, binding in bindings.items()
+                if binding.zone == zone and binding.status in ("applied", "applying")
+            ),
+        )
+
+    async def query_interface(self, zone: str, interface: str) -> tuple:
+        return (interface in (await self.get_interfaces(zone))[0],)
+
+    # -- firewalld's direct interface (doors/direct.py) -------------------------------------
+
+    async def passthrough(self, ipv: str, args: list[str]) -> tuple:
+        return (await asyncio.to_thread(passthrough, ipv, args),)
+
+    async def no_passthroughs(self) -> tuple:
+        """nm-zones runs passthroughs, it does not keep them (no addPassthrough)."""
+        return ([],)
+
+    async def nothing(self) -> tuple:
+        return ()
+
     # -- changes ---------------------------------------------------------------------------
 
     async def add_interface(self, zone: str, interface: str) -> tuple:
@@ -481,7 +560,7 @@ class ZoneService:
         engine = self.engine()
 
         def work(state):
-            from ..ifname import interface_index
+            from ..ifname import interface_index, matches_exempt
             from ..quick import inputs_key
             from ..resolve import decide_zone
 
@@ -495,6 +574,8 @@ class ZoneService:
             else:
                 target = zone
                 reason = decision.reason if decision.zone == zone else REASON_DBUS
+            if matches_exempt(interface, engine.compiled.exempt_interfaces):
+                reason = REASON_DBUS  # a claim: it binds an interface nobody else filters
             old = state.interfaces.get(interface)
             if adding and old is not None and old.status == "applied":
                 code = "ZONE_ALREADY_SET" if old.zone == target else "ZONE_CONFLICT"
@@ -695,6 +776,43 @@ class ZoneService:
                 "enabled": "false" if self.paths.disabled else "true",
             },
         )
+
+
+def properties_methods() -> dict:
+    """org.freedesktop.DBus.Properties on the main object (doors/firewalld_props.py)."""
+
+    async def get(interface: str, name: str) -> tuple:
+        return (props.get(interface, name),)
+
+    async def get_all(interface: str) -> tuple:
+        return (props.get_all(interface),)
+
+    async def set_(interface: str, name: str, value) -> tuple:
+        props.refuse_set(interface, name)
+        return ()
+
+    return {
+        (PROPERTIES_INTERFACE, "Get"): ("ss", "v", None, get),
+        (PROPERTIES_INTERFACE, "GetAll"): ("s", "a{sv}", None, get_all),
+        (PROPERTIES_INTERFACE, "Set"): ("ssv", "", None, set_),
+    }
+
+
+def firewalld_introspection(base: str) -> str:
+    """The main object's introspection with what firewalld's clients use besides
+    NetworkManager's calls: the properties, zone.getInterfaces/queryInterface, the direct
+    interface, and the config object below."""
+    zone_opening = f'<interface name="{ZONE_INTERFACE}">\n'
+    extra_zone = (
+        '    <method name="getInterfaces"><arg name="zone" type="s" direction="in"/>'
+        '<arg type="as" direction="out"/></method>\n'
+        '    <method name="queryInterface"><arg name="zone" type="s" direction="in"/>'
+        '<arg name="interface" type="s" direction="in"/><arg type="b" direction="out"/>'
+        "</method>\n"
+    )
+    xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
+    xml = xml.replace("</node>", f'{direct_introspection()}  <node name="config"/>\n</node>', 1)
+    return props.with_properties(xml)
 
 
 class NotAuthorized(Exception):

@@ -62,8 +62,8 @@ class Desktop:
             GTK_A11Y="atspi",
         )
 
-    def as_user(self, argv: list[str]) -> list[str]:
-        pairs = [f"{key}={value}" for key, value in self.env().items()]
+    def as_user(self, argv: list[str], extra: dict[str, str] | None = None) -> list[str]:
+        pairs = [f"{key}={value}" for key, value in {**self.env(), **(extra or {})}.items()]
         return [*self.nm.enter(), "runuser", "-u", self.user, "--", "env", "-i", *pairs, *argv]
 
     def start(self) -> None:
@@ -140,9 +140,12 @@ class Desktop:
             )
         return result
 
-    def program(self, module: str, log_name: str, *args: str) -> subprocess.Popen:
-        """A desktop program of the package, as the user (its output in LOG_NAME)."""
-        return self.background(self.as_user([self.python, "-m", module, *args]), log_name)
+    def program(
+        self, module: str, log_name: str, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        """A desktop program of the package, as the user (its output in LOG_NAME), with
+        `env` added to the session's environment (LANG=de_DE.UTF-8, say)."""
+        return self.background(self.as_user([self.python, "-m", module, *args], env), log_name)
 
     def windows(self, *search: str) -> list[tuple[str, int, int, int, int]]:
         """(X window id, x, y, width, height) of the mapped windows `xdotool search` finds

@@ -32,6 +32,7 @@ from .lab import (
     start_listener,
     wait_for,
 )
+from .syslog import with_syslog
 
 
 class NMSandbox:
@@ -185,16 +186,15 @@ class NMSandbox:
 
     # -- the D-Bus service and its callers ------------------------------------------------
 
-    def serve(self, wait: bool = True) -> subprocess.Popen:
+    def serve(self, wait: bool = True, syslog: bool = False) -> subprocess.Popen:
         """`nm-zones serve` inside the sandbox, its stderr in serve.log; with `wait`, once it
-        owns its name."""
+        owns its name; with `syslog`, its syslog records in syslog.txt (a private /dev/log,
+        tests/harness/syslog.py)."""
+        argv, env = [PYTHON, "-m", "nm_zones", "serve"], base_env()
+        if syslog:
+            argv, env, _log = with_syslog(argv, env, self.tmp)
         log = open(os.path.join(self.tmp, "serve.log"), "ab")  # noqa: SIM115 - the child's
-        process = subprocess.Popen(
-            [*self.enter(), PYTHON, "-m", "nm_zones", "serve"],
-            stdout=log,
-            stderr=log,
-            env=base_env(),
-        )
+        process = subprocess.Popen([*self.enter(), *argv], stdout=log, stderr=log, env=env)
         log.close()
         self.services.append(process)
         if wait:

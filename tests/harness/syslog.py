@@ -22,6 +22,7 @@ sock.bind("/dev/log")
 with open(sys.argv[1], "wb") as out:
     while (record := sock.recv(65536)) != b"{END}":
         out.write(record + b"\\n")
+        out.flush()  # a test may read while the command still runs
 """
 
 SANDBOX = r"""
@@ -45,10 +46,9 @@ exit $status
 """
 
 
-def run_with_syslog(
-    argv: list[str], env: dict, tmp: str, timeout: float = 60
-) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """(the command's result, the syslog records it sent, one string each)."""
+def with_syslog(argv: list[str], env: dict, tmp: str) -> tuple[list[str], dict, str]:
+    """(argv, environment, log file): `argv` wrapped to run with a private /dev/log whose
+    records are appended to the log file, one a line, as they arrive."""
     log = os.path.join(tmp, "syslog.txt")
     sandbox_env = {
         **env,
@@ -58,13 +58,24 @@ def run_with_syslog(
         "NMZ_LOG": log,
         "NMZ_END": END,
     }
-    result = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", SANDBOX, "sh", *argv],
-        env=sandbox_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", SANDBOX, "sh"]
+    return [*wrapped, *argv], sandbox_env, log
+
+
+def read_records(log: str) -> list[str]:
+    """The syslog records written so far, one string each."""
+    if not os.path.exists(log):
+        return []
     with open(log, encoding="utf-8", errors="replace") as stream:
-        records = [line for line in stream.read().splitlines() if line]
-    return result, records
+        return [line for line in stream.read().splitlines() if line]
+
+
+def run_with_syslog(
+    argv: list[str], env: dict, tmp: str, timeout: float = 60
+) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """(the command's result, the syslog records it sent, one string each)."""
+    wrapped, sandbox_env, log = with_syslog(argv, env, tmp)
+    result = subprocess.run(
+        wrapped, env=sandbox_env, capture_output=True, text=True, timeout=timeout
+    )
+    return result, read_records(log)

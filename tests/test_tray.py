@@ -1,0 +1,286 @@
+"""nm-zones-tray, for real: a StatusNotifierItem on a desktop user's session bus, hosted by
+the real `status-notifier-watcher` (no panel, no X needed), against the real `nm-zones
+serve`, polkitd and NetworkManager of the namespace sandbox. The menu is read and clicked as
+a panel does (GetLayout, Event), and the kernel's rules are judged by probes from the peer."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from nm_zones.desktop import traymenu as tray
+from tests.harness.desktop import Desktop, desktop_python
+from tests.harness.lab import HARNESS, wait_for
+from tests.test_desktop import GRANT, USER, grant, screenshot, up
+from tests.test_nm import HOME, PUBLIC, specs
+from tests.test_service import nm as served_sandbox  # noqa: F401 - a fixture, shared
+
+NEEDS_TRAY = desktop_python() is None or not shutil.which("status-notifier-watcher")
+# a real panel for the pictures: Xfce's, with only its tray (it hosts StatusNotifierItems)
+PANEL_CONFIG = """<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfce4-panel" version="1.0">
+  <property name="configver" type="int" value="2"/>
+  <property name="panels" type="array">
+    <value type="int" value="1"/>
+    <property name="panel-1" type="empty">
+      <property name="position" type="string" value="p=6;x=0;y=0"/>
+      <property name="length" type="uint" value="100"/>
+      <property name="position-locked" type="bool" value="true"/>
+      <property name="size" type="uint" value="32"/>
+      <property name="plugin-ids" type="array">
+        <value type="int" value="1"/>
+        <value type="int" value="2"/>
+      </property>
+    </property>
+  </property>
+  <property name="plugins" type="empty">
+    <property name="plugin-1" type="string" value="separator">
+      <property name="expand" type="bool" value="true"/>
+      <property name="style" type="uint" value="0"/>
+    </property>
+    <property name="plugin-2" type="string" value="systray">
+      <property name="square-icons" type="bool" value="true"/>
+    </property>
+  </property>
+</channel>
+"""
+
+
+@pytest.fixture
+def session(served_sandbox):  # noqa: F811 - the fixture imported above
+    """The service's sandbox, serving, with a desktop user's session (Xvfb, session bus)."""
+    if NEEDS_TRAY:
+        pytest.skip("needs PyGObject and status-notifier-watcher (see .ci/setup)")
+    served_sandbox.serve()
+    served_sandbox.add_user(USER, "netdev")
+    desktop = Desktop(served_sandbox, USER)
+    desktop.start()
+    return desktop
+
+
+@pytest.fixture
+def host(session):
+    """The session with the headless tray host, status-notifier-watcher."""
+    session.background(session.as_user(["status-notifier-watcher"]), "watcher.log")
+    wait_for(lambda: sni(session, "items", check=False) is not None, 20, what="the watcher")
+    return session
+
+
+def sni(desktop: Desktop, *args: str, check: bool = True):
+    result = desktop.run([desktop.python, os.path.join(HARNESS, "sni_tool.py"), *args],
+                         check=check)
+    if result.returncode != 0:
+        return None
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def start_tray(desktop: Desktop, env: dict[str, str] | None = None) -> str:
+    desktop.program("nm_zones.desktop.tray", "tray.log", env=env)
+    items = wait_for(lambda: sni(desktop, "items", check=False), 20,
+                     what=f"the tray to register\n{desktop.log('tray.log')}")
+    return items[0].split("/", 1)[0]  # Xfce's watcher lists "NAME/PATH"
+
+
+def connection_menu(desktop: Desktop, item: str, name: str) -> dict | None:
+    layout = sni(desktop, "layout", item)
+    return next((entry for entry in layout["root"]["children"]
+                 if entry.get("label", "").startswith(f"{name}: ")), None)
+
+
+def zone_item(menu: dict, zone: str) -> dict:
+    label = tray.zone_label(zone)
+    return next(entry for entry in menu["children"] if entry["label"] == label)
+
+
+def lan_in_the_tray(host):
+    """A connection `lan` up in zone public (no zone of its own), listeners behind it, and
+    the tray showing it: (its link, the tray's bus name, lan's submenu)."""
+    nm = host.nm
+    link = up(nm, "lan")
+    nm.listen()
+    nm.wait_zone(link.name, "public")
+    nm.wait_reachable(link)
+    item = start_tray(host)
+    menu = wait_for(lambda: connection_menu(host, item, "lan"), 10, what="lan in the menu")
+    return link, item, menu
+
+
+def test_the_menu_lists_connections_with_zones_and_a_click_assigns(host):
+    nm = host.nm
+    grant(nm, host)
+    link, item, menu = lan_in_the_tray(host)
+    radios = {entry["label"]: entry for entry in menu["children"]}
+    assert {"Home", "Public", "Block", "Trusted"} <= set(radios)
+    assert all(entry["toggle-type"] == "radio" for entry in radios.values())
+    checked = [label for label, entry in radios.items() if entry.get("toggle-state") == 1]
+    assert checked == ["Public"]
+    props = sni(host, "props", item)
+    assert "lan: public" in props["ToolTip"][3]
+    assert props["Status"] == "NeedsAttention"  # lan has no zone of its own
+
+    sni(host, "click", item, str(zone_item(menu, "home")["id"]))
+    nm.wait_zone(link.name, "home", timeout=5)
+    assert nm.probe(specs(link)) == HOME
+    wait_for(lambda: zone_item(connection_menu(host, item, "lan"), "home").get("toggle-state")
+             == 1, 5, what="Home checked in the menu")
+    assert "lan: home" in sni(host, "props", item)["ToolTip"][3]
+
+
+def test_without_polkit_a_click_changes_nothing_and_says_why(host):
+    nm = host.nm
+    link, item, menu = lan_in_the_tray(host)
+
+    sni(host, "click", item, str(zone_item(menu, "trusted")["id"]))
+    wait_for(lambda: "Not authorized" in sni(host, "props", item)["ToolTip"][3], 10,
+             what=f"the refusal in the tooltip\n{host.log('tray.log')}")
+    assert nm.zone_of(link.name) == "public"
+    assert nm.probe(specs(link)) == PUBLIC
+    assert sni(host, "props", item)["Status"] == "NeedsAttention"
+
+
+def test_a_connection_that_comes_up_appears_in_the_menu(host):
+    nm = host.nm
+    first = up(nm, "lan")
+    nm.wait_zone(first.name, "public")
+    item = start_tray(host)
+    wait_for(lambda: connection_menu(host, item, "lan"), 10, what="lan in the menu")
+
+    waiting = subprocess.Popen(
+        host.as_user([host.python, os.path.join(HARNESS, "sni_tool.py"), "wait-update", item,
+                      "10"]),
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert waiting.stdout.readline().strip() == "waiting"
+    second = up(nm, "office", "connection.zone", "work")
+    nm.wait_zone(second.name, "work")
+    revision = json.loads(waiting.stdout.readline())
+    waiting.wait()
+    assert revision is not None, "no LayoutUpdated after a connection came up"
+    menu = connection_menu(host, item, "office")
+    assert menu is not None and zone_item(menu, "work").get("toggle-state") == 1
+    assert "office: work" in sni(host, "props", item)["ToolTip"][3]
+
+
+def test_the_menu_speaks_the_users_language(host):
+    nm = host.nm
+    link = up(nm, "lan")
+    nm.wait_zone(link.name, "public")
+    item = start_tray(host, env={"LANG": "de_DE.UTF-8"})
+    menu = wait_for(lambda: connection_menu(host, item, "lan"), 10, what="lan in the menu")
+    assert menu["label"] == "lan: Öffentlich"
+    labels = [entry.get("label") for entry in sni(host, "layout", item)["root"]["children"]]
+    assert {"Einstellungen …", "Benachrichtigungen"} <= set(labels), labels
+    assert {"Zuhause", "Sperren"} <= {entry["label"] for entry in menu["children"]}
+    assert sni(host, "props", item)["ToolTip"][2] == "Netzwerkzonen"
+
+
+@pytest.mark.skipif(not shutil.which("xfce4-panel"), reason="needs xfce4-panel (see .ci/setup)")
+def test_a_real_panel_shows_the_item_and_its_menu(session, tmp_path):
+    """Xfce's panel (its own watcher) hosts the item under Xvfb: right-click opens the menu,
+    a connection's submenu lists the zones; the pictures are the README's
+    (NM_ZONES_SCREENSHOTS=docs)."""
+    host = session
+    nm = host.nm
+    home = up(nm, "Home LAN", "connection.zone", "home")
+    hotel = up(nm, "Hotel Wi-Fi")
+    nm.wait_zone(home.name, "home")
+    nm.wait_zone(hotel.name, "public")
+    xml = f"{host.home}/.config/xfce4/xfconf/xfce-perchannel-xml/xfce4-panel.xml"
+    nm.sh(f"mkdir -p $(dirname {xml})")
+    nm.run(["sh", "-c", f"cat > {xml}"], input_text=PANEL_CONFIG)
+    nm.sh(f"chown -R {USER} {host.home}/.config")
+    host.background(host.as_user(["xfce4-panel"]), "panel.log")
+    panel = host.window("--class", "xfce4-panel")
+    item = start_tray(host)  # registered with the panel's own watcher
+    wait_for(lambda: connection_menu(host, item, "Hotel Wi-Fi"), 10, what="the menu")
+    _id, x, y, width, height = panel
+    icon_x, icon_y = x + width - 16, y + height // 2
+
+    def drawn(name: str, geometry: str) -> bool:
+        """That part of the screen shows more than one background colour."""
+        shot = str(tmp_path / f"{name}.png")
+        host.screenshot(shot, "root", geometry)
+        colours = subprocess.run(["identify", "-format", "%k", shot], capture_output=True,
+                                 text=True, check=True).stdout
+        return int(colours) > 8
+
+    wait_for(lambda: drawn("icon", f"24x24+{icon_x - 12}+{icon_y - 12}"), 20, interval=0.5,
+             what="the item's icon in the panel")
+
+    def menu_shown() -> bool:
+        host.run(["xdotool", "mousemove", str(icon_x), str(icon_y), "click", "3"])
+        try:
+            wait_for(lambda: drawn("menu", f"120x60+{icon_x - 120}+{y + height + 2}"), 3,
+                     interval=0.3)
+        except AssertionError:
+            return False
+        return True
+
+    wait_for(menu_shown, 20, what=f"the panel's menu\n{host.log('panel.log')}")
+    right = x + width - 460
+    screenshot(host, tmp_path, "tray-menu.png", "root", f"460x150+{right}+{y}")
+    host.run(["xdotool", "mousemove", str(icon_x - 110), str(y + height + 40)])  # Hotel Wi-Fi
+    wait_for(lambda: drawn("submenu", f"60x60+{icon_x - 320}+{y + height + 60}"), 10,
+             interval=0.3, what="the submenu")
+    screenshot(host, tmp_path, "tray-zones.png", "root", f"460x320+{right}+{y}")
+
+
+# -- the menu as data, without a bus --------------------------------------------------------
+
+
+def situation(**changes) -> tray.Situation:
+    values = {
+        "connections": (("Home LAN", "u1", "home", "map: uuid"),
+                        ("Hotel Wi-Fi", "u2", "public", "default for wireless")),
+        "zones": ("block", "home", "public", "trusted"),
+        "panic": False,
+        "notifications": True,
+    }
+    values.update(changes)
+    return tray.Situation(**values)
+
+
+def test_zones_are_listed_laxest_first():
+    assert tray.by_strictness(["public", "block", "mine", "trusted", "home"]) == (
+        "trusted", "home", "public", "mine", "block"
+    )
+
+
+def test_the_strictest_zone_decides_the_icon():
+    assert tray.strictest(["home", "public", "trusted"]) == "public"
+    assert tray.strictest(["home", "my-own-zone"]) == "my-own-zone"  # unknown ranks as public
+    assert tray.icon_name(situation()) == "security-high"
+    only_home = situation(connections=(("Home LAN", "u1", "home", "map: uuid"),))
+    assert tray.icon_name(only_home) == "security-medium"
+    assert tray.status(only_home) == "Active"
+    assert tray.status(situation()) == "NeedsAttention"  # the hotel has no zone of its own
+    assert tray.icon_name(situation(panic=True)) == "network-error"
+
+
+def test_menu_ids_stay_stable_and_names_are_escaped():
+    ids = tray.Ids()
+    menu, actions = tray.build_menu(situation(), ids)
+    again, _ = tray.build_menu(situation(), ids)
+    assert again == menu
+    hotel = menu.children[1]
+    choices = {dict(item.properties)["label"]: item for item in hotel.children}
+    assert actions[choices["Home"].id] == ("assign", "u2", "home")
+    assert dict(choices["Public"].properties)["toggle-state"] == 1
+    panic = next(i for i in menu.children if dict(i.properties).get("label", "").startswith(
+        "Block all"))
+    assert actions[panic.id] == ("panic", True)
+    without_panic, _ = tray.build_menu(situation(panic=None), ids)
+    assert all("Block all" not in dict(i.properties).get("label", "")
+               for i in without_panic.children)
+
+    hostile = situation(connections=(("<b>x</b>\n\u202eevil", "u3", "home", ""),))
+    _title, text = tray.tooltip(hostile)
+    assert "\n" not in text and "\u202e" not in text and "<b>" not in text
+    assert "&lt;b&gt;" in text
+
+
+GRANT  # noqa: B018 - imported for readers: the rule `grant` installs
