@@ -24,13 +24,20 @@ from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
 from .log import Change, record, to_syslog
 from .paths import Paths
-from .resolve import REASON_SHARED, Connection, decide_zone
+from .resolve import (
+    NOT_ALLOWED_MARK,
+    REASON_PROFILE,
+    REASON_SHARED,
+    Connection,
+    decide_zone,
+    read_connection,
+)
 from .ruleset.cache import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
 from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
 from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
-REASON_NM = "nmcli connection.zone"
+REASON_NM = REASON_PROFILE
 # a caller on the bus named the zone (Docker for docker0, libvirt for virbr0): such a claim
 # binds even an interface that exempt-interfaces names, since exemption is for interfaces
 # nobody claims
@@ -604,7 +611,12 @@ class Engine:
                 continue
             connection = recorded_connection(binding)
             zone, reason = binding.zone, binding.reason
-            if self._claimed(name, reason):
+            profile = _profile_to_reread(binding)
+            if profile is not None:  # its zone may be allowed, or refused, by now
+                connection = profile
+                decision = self.decide(connection)
+                zone, reason = decision.zone, decision.reason
+            elif self._claimed(name, reason):
                 if zone not in self.known_zones():  # back to what nobody claims
                     try:
                         self.remove_interface(name, f"zone {zone!r} no longer exists", state)
@@ -626,6 +638,18 @@ class Engine:
     def _claimed(self, interface: str, reason: str) -> bool:
         """An exempt interface a caller bound: it keeps its zone while the zone exists."""
         return reason == REASON_DBUS and matches_exempt(interface, self.compiled.exempt_interfaces)
+
+
+def _profile_to_reread(binding: Binding) -> Connection | None:
+    """The profile of a binding its own zone decided, or one whose zone was refused (a
+    user-editable profile), read again from NetworkManager: the settings may allow or refuse
+    that zone now. None when it cannot be read (the binding keeps its zone, as before)."""
+    if not binding.connection_uuid or not (
+        binding.reason == REASON_NM or NOT_ALLOWED_MARK in binding.reason
+    ):
+        return None
+    connection = read_connection(binding.connection_uuid, binding.connection_id)
+    return connection if connection.found else None
 
 
 def allowed_for(state: State, interface: str, zone: str) -> tuple:

@@ -6,6 +6,12 @@
 A shared connection (ipv4.method or ipv6.method `shared`) without a zone of its own gets
 `nm-shared`, as NetworkManager itself does when it tells firewalld the zone.
 A zone that does not exist falls back to default-zone, and the reason says so.
+
+A profile that a non-admin can edit (one with connection.permissions, or any profile with
+`user-editable-profiles: all`) names its own zone, by connection.zone or by its name in the
+map; such a zone is honoured only if the settings list it in `user-profile-zones`. Otherwise
+it is skipped and the rest of the order decides (the admin's map by UUID, wired-zone /
+wireless-zone, default-zone), and the reason says why.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ WIRELESS_TYPES = ("802-11-wireless", "wifi")
 KEYFILE_MAX_BYTES = 1024 * 1024
 SHARED_ZONE = "nm-shared"
 REASON_SHARED = "shared connection"
+REASON_PROFILE = "nmcli connection.zone"
+REASON_MAP_NAME = "map: name"
+# the candidates whose zone a non-admin who can edit the profile chooses
+USER_CHOSEN = (REASON_PROFILE, REASON_MAP_NAME)
 NMCLI_TIMEOUT = 10
 
 
@@ -26,7 +36,7 @@ class Connection:
     """What nm-zones knows of a NetworkManager connection profile (a plain class: events
     import this module, and dataclasses cost more than an event's own work)."""
 
-    __slots__ = ("found", "id", "shared", "type", "uuid", "zone")
+    __slots__ = ("found", "id", "permissions", "shared", "type", "uuid", "zone")
 
     def __init__(
         self,
@@ -36,11 +46,14 @@ class Connection:
         zone: str = "",
         found: bool = True,
         shared: bool = False,
+        permissions: str = "",
     ):
         self.uuid, self.id, self.type = uuid, id, type
         self.zone = zone  # connection.zone as NetworkManager holds it; empty when unset
         self.found = found  # False when neither its keyfile nor nmcli knows the profile
         self.shared = shared  # ipv4.method or ipv6.method is `shared`
+        # connection.permissions (`user:alice;`): set, the profile's users may edit it
+        self.permissions = permissions
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Connection) and all(
@@ -90,8 +103,9 @@ def _shared(*methods: str) -> bool:
     return "shared" in methods
 
 
-def nmcli_connection(uuid: str) -> tuple[str, str, bool] | None:
-    """(zone, type, shared) of a profile from nmcli; None when nmcli does not know it."""
+def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
+    """(zone, type, shared, permissions) of a profile from nmcli; None when nmcli does not
+    know it."""
     import subprocess
 
     try:
@@ -99,7 +113,7 @@ def nmcli_connection(uuid: str) -> tuple[str, str, bool] | None:
             [
                 "nmcli",
                 "-g",
-                "connection.zone,connection.type,ipv4.method,ipv6.method",
+                "connection.zone,connection.type,connection.permissions,ipv4.method,ipv6.method",
                 "connection",
                 "show",
                 uuid,
@@ -113,10 +127,9 @@ def nmcli_connection(uuid: str) -> tuple[str, str, bool] | None:
         return None
     if result.returncode != 0:
         return None
-    lines = [line.strip() for line in result.stdout.split("\n")] + ["", ""]
-    if len(lines) < 4:
-        return None
-    return lines[0], lines[1], _shared(lines[2], lines[3])
+    # connection.* first: a profile without IP settings may print no line for ipv4/ipv6
+    lines = [line.strip() for line in result.stdout.split("\n")] + ["", "", ""]
+    return lines[0], lines[1], _shared(lines[3], lines[4]), lines[2]
 
 
 def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
@@ -126,30 +139,64 @@ def read_connection(uuid: str, name: str, filename: str = "") -> Connection:
         if values is not None and (not uuid or values.get("uuid", uuid) == uuid):
             shared = _shared(values.get("ipv4.method", ""), values.get("ipv6.method", ""))
             zone, kind = values.get("zone", ""), values.get("type", "")
-            return Connection(uuid, name, kind, zone, shared=shared)
+            permissions = values.get("permissions", "")
+            return Connection(uuid, name, kind, zone, shared=shared, permissions=permissions)
     if uuid:
         found = nmcli_connection(uuid)
         if found is not None:
-            return Connection(uuid, name, found[1], found[0], shared=found[2])
+            zone, kind, shared, permissions = found
+            return Connection(uuid, name, kind, zone, shared=shared, permissions=permissions)
     return Connection(uuid, name, found=False)
+
+
+def user_editable(connection: Connection, settings: dict) -> bool:
+    """Whether non-admins may edit the profile, as far as nm-zones is told: its own
+    connection.permissions, or the admin's word that any profile may be
+    (`user-editable-profiles: all`, for systems that let groups such as netdev edit them)."""
+    return bool(connection.permissions) or settings.get("user-editable-profiles") == "all"
+
+
+NOT_ALLOWED_MARK = "not allowed for user-editable profiles"
+
+
+def not_allowed(zone: str) -> str:
+    return f"zone {zone} {NOT_ALLOWED_MARK}"
 
 
 def decide_zone(connection: Connection, cmap, zones) -> Decision:
     """Apply the first-match-wins order. `cmap` has the connections map's default_zone,
-    wired_zone, wireless_zone and zone_for(key); `zones` is the set of zones that exist."""
+    wired_zone, wireless_zone, zone_for(key) and the settings (a missing list of
+    user-profile-zones allows none); `zones` is the set of zones that exist."""
     candidates = []
     if connection.zone:
-        candidates.append((connection.zone, "nmcli connection.zone"))
-    elif connection.shared:
+        candidates.append((connection.zone, REASON_PROFILE))
+    if connection.shared:  # after a zone of its own, which may be refused (below)
         candidates.append((SHARED_ZONE, REASON_SHARED))
     if connection.uuid and cmap.zone_for(connection.uuid):
         candidates.append((cmap.zone_for(connection.uuid), "map: uuid"))
     if connection.id and cmap.zone_for(connection.id):
-        candidates.append((cmap.zone_for(connection.id), "map: name"))
+        candidates.append((cmap.zone_for(connection.id), REASON_MAP_NAME))
     if connection.type in WIRED_TYPES and cmap.wired_zone:
         candidates.append((cmap.wired_zone, "default for wired"))
     elif connection.type in WIRELESS_TYPES and cmap.wireless_zone:
         candidates.append((cmap.wireless_zone, "default for wireless"))
+    refused = ""
+    settings = getattr(cmap, "settings", None) or {}
+    if user_editable(connection, settings):
+        allowed = settings.get("user-profile-zones", ())
+        for zone, reason in candidates:
+            if reason in USER_CHOSEN and zone not in allowed:
+                refused = refused or zone
+        candidates = [c for c in candidates if c[1] not in USER_CHOSEN or c[0] in allowed]
+    decision = _first(candidates, cmap, zones)
+    if refused and decision.zone != refused:  # (the admin's map may give it all the same)
+        decision.reason = f"{decision.reason}; {not_allowed(refused)}"
+        warning = f"{not_allowed(refused)} (user-profile-zones); using {decision.zone}"
+        decision.warning = "; ".join(filter(None, (warning, decision.warning)))
+    return decision
+
+
+def _first(candidates: list[tuple[str, str]], cmap, zones) -> Decision:
     if not candidates:
         return Decision(cmap.default_zone, "default-zone")
     zone, reason = candidates[0]

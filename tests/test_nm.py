@@ -12,7 +12,7 @@ import time
 import pytest
 
 from nm_zones.state import STATE_FILE
-from tests.harness.lab import REPO
+from tests.harness.lab import REPO, wait_for
 from tests.harness.nm_sandbox import NMSandbox
 
 HOOK = os.path.join(REPO, "dispatcher.d", "50-nm-zones")
@@ -82,6 +82,85 @@ def test_the_nftables_backend_under_the_real_networkmanager(nm):
     nm.nmcli("connection", "down", "lan")
     nm.wait_zone(link.name, None)
     assert f"nmz-if-{link.name}-" not in nm.sh("nft list table inet nm-zones").stdout
+
+
+LAX_FOR_USERS = "zone trusted not allowed for user-editable profiles"
+
+
+def write_settings(nm, text: str) -> None:
+    nm.sh("mkdir -p /etc/nm-zones")
+    nm.run(["sh", "-c", "cat > /etc/nm-zones/nm-zones.yaml"], input_text=text)
+
+
+def reconnect(nm, name: str, *settings: str) -> None:
+    """Change the profile and bring it up again: NetworkManager's events run the hook."""
+    nm.nmcli("connection", "modify", name, *settings)
+    nm.nmcli("connection", "up", name)
+
+
+def wait_both_families(nm, link) -> None:
+    """Both addresses answer (IPv6 comes a moment after IPv4, once DAD is done)."""
+    pings = [{"kind": "ping", "address": a} for a in (link.ipv4, link.ipv6)]
+    wait_for(lambda: "dropped" not in nm.probe(pings), 20, 0.2, f"{link.name} to answer")
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_a_profile_its_user_may_edit_cannot_choose_trusted(nm, backend):
+    """connection.permissions user:alice: alice may edit the profile, so its zone is only
+    honoured when user-profile-zones lists it (trusted is not shipped there)."""
+    write_settings(nm, f"backend: {backend}\n")
+    nm.add_user("alice")
+    link = nm.add_veth()
+    nm.listen()
+    owned = ("connection.permissions", "user:alice")
+    nm.add_connection(link, "lan", *owned, "connection.zone", "trusted")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "public")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == PUBLIC  # ssh answers, 8080 is refused
+    status = nm.nm_zones("status", link.name, check=False).stdout
+    assert f"zone public (default-zone; {LAX_FOR_USERS})" in status, status
+
+    reconnect(nm, "lan", "connection.zone", "work")  # a zone users may choose
+    nm.wait_zone(link.name, "work")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == WORK
+
+    reconnect(nm, "lan", "connection.zone", "trusted")
+    nm.wait_zone(link.name, "public")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == PUBLIC
+    write_settings(
+        nm,
+        f"backend: {backend}\nuser-profile-zones: [public, work, dmz, external, block, drop, "
+        "trusted]\n",
+    )
+    nm.nm_zones("reload")  # the admin allows trusted: the profile is read again
+    assert nm.zone_of(link.name) == "trusted"
+    assert nm.probe(specs(link)) == TRUSTED
+    assert "zone trusted (nmcli connection.zone)" in nm.nm_zones("status", link.name).stdout
+    write_settings(nm, f"backend: {backend}\nuser-profile-zones: []\n")
+    nm.nm_zones("reload")  # and takes it back: the profile, read with nmcli, is refused
+    assert nm.zone_of(link.name) == "public"
+    assert nm.probe(specs(link)) == PUBLIC
+
+
+def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
+    """`nm-zones assign` is the admin's choice: the zone a user could not choose is kept by
+    the profile's UUID in the admin's map, so that it survives the next activation."""
+    nm.add_user("alice")
+    link = nm.add_veth()
+    uuid = nm.add_connection(link, "lan", "connection.permissions", "user:alice")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "public")
+    result = nm.nm_zones("assign", "lan", "trusted")
+    assert "ethz0: public -> trusted (map: uuid)" in result.stdout
+    assert "can be edited by non-admins" in result.stderr
+    assert f"'{uuid}': trusted" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
+    reconnect(nm, "lan", "ipv4.dns", "10.78.1.53")
+    nm.wait_zone(link.name, "trusted")
+    assert nm.state()["interfaces"][link.name]["reason"] == "map: uuid"
+    assert nm.nm_zones("check").returncode == 0
 
 
 def test_assign_switches_an_active_connection_at_once(nm):
@@ -255,6 +334,30 @@ def test_hook_applies_zone_from_keyfile_and_removes_on_down(lab, tmp_path):
     assert "dmz" in status and "nmcli connection.zone" in status
     assert run_hook(lab, link.name, "down", **env).returncode == 0
     assert "nmz-if-vz1" not in lab.save("ipv4")
+
+
+@pytest.mark.both_backends
+def test_the_hook_refuses_trusted_from_a_user_owned_keyfile_and_logs_why(lab, tmp_path):
+    from tests.harness.syslog import run_with_syslog
+
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    keyfile.write_text(
+        "[connection]\nid=lan\nuuid=1234\ntype=ethernet\nzone=trusted\npermissions=user:alice;\n"
+    )
+    env = {"CONNECTION_UUID": "1234", "CONNECTION_ID": "lan", "CONNECTION_FILENAME": str(keyfile)}
+    result, records = run_with_syslog(
+        ["ip", "netns", "exec", lab.zoned, sys.executable, HOOK, link.name, "up"],
+        lab.env(**env),
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert LAX_FOR_USERS in result.stderr and "using public" in result.stderr
+    assert [r for r in records if LAX_FOR_USERS in r and "'lan'" in r], records
+    status = lab.nm_zones("status", link.name, check=False).stdout
+    assert f"zone public (default-zone; {LAX_FOR_USERS})" in status, status
+    lab.listen()
+    assert lab.probe(specs(link)) == PUBLIC
 
 
 @pytest.mark.both_backends

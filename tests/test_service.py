@@ -15,7 +15,18 @@ import pytest
 
 from tests.harness.lab import PYTHON, base_env, wait_for
 from tests.harness.nm_sandbox import NMSandbox
-from tests.test_nm import BLOCK, HOME, NEEDS_NM, PUBLIC, specs
+from tests.test_nm import (
+    BLOCK,
+    HOME,
+    LAX_FOR_USERS,
+    NEEDS_NM,
+    PUBLIC,
+    TRUSTED,
+    WORK,
+    specs,
+    wait_both_families,
+    write_settings,
+)
 
 ZONE = "org.fedoraproject.FirewallD1.zone"
 MAIN = "org.fedoraproject.FirewallD1"
@@ -220,6 +231,37 @@ def test_nmcli_zone_edit_on_a_live_connection_applies_within_a_second(served):
     nm.nmcli("connection", "modify", "lan", "connection.zone", "")
     nm.wait_zone(link.name, "public", timeout=2)
     assert nm.probe(specs(link)) == PUBLIC
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_the_zone_networkmanager_passes_from_a_user_editable_profile_is_checked(nm, backend):
+    """NetworkManager passes the profile's own zone to changeZoneOfInterface, at activation
+    and on a live edit: from a profile its user may edit, trusted is refused."""
+    write_settings(nm, f"backend: {backend}\n")
+    nm.serve()
+    nm.add_user("alice")
+    nm.listen()
+    link = up(nm, "lan", "connection.permissions", "user:alice", "connection.zone", "trusted")
+    nm.wait_zone(link.name, "public")
+    wait_both_families(nm, link)
+    assert nm.probe(specs(link)) == PUBLIC
+    assert nm.state()["interfaces"][link.name]["reason"] == f"default-zone; {LAX_FOR_USERS}"
+    assert hook_sees_nothing_to_do(nm, "lan", link.name)  # the hook decides the same
+    status = nm.nm_zones("status", link.name, check=False).stdout
+    assert f"zone public (default-zone; {LAX_FOR_USERS})" in status, status
+
+    nm.nmcli("connection", "modify", "lan", "connection.zone", "work")  # live: no event
+    nm.wait_zone(link.name, "work")
+    assert nm.probe(specs(link)) == WORK
+    nm.nmcli("connection", "modify", "lan", "connection.zone", "trusted")
+    nm.wait_zone(link.name, "public")
+    assert nm.probe(specs(link)) == PUBLIC
+
+    allowed = "user-profile-zones: [public, work, dmz, external, block, drop, trusted]\n"
+    write_settings(nm, f"backend: {backend}\n{allowed}")
+    nm.nm_zones("reload")
+    nm.wait_zone(link.name, "trusted")
+    assert nm.probe(specs(link)) == TRUSTED
 
 
 def test_down_removes_the_rules(served):

@@ -17,6 +17,7 @@ from .model import (
     IP_PROTOCOLS,
     PORT_PROTOCOLS,
     TARGETS,
+    USER_EDITABLE_PROFILES,
     Config,
     ConnectionsMap,
     ForwardPort,
@@ -50,7 +51,12 @@ SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destinatio
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
 FORWARD_PORT_KEYS = ("port", "to-port", "to-addr")
 SETTINGS_FILE = "nm-zones.yaml"
-SETTINGS_KEYS = ("end-forbidden-flows", "backend")
+SETTINGS_KEYS = (
+    "end-forbidden-flows",
+    "backend",
+    "user-profile-zones",
+    "user-editable-profiles",
+)
 BACKENDS = ("auto", "iptables", "nftables")
 FORWARD_TARGETS = ("accept", "reject", "drop")
 
@@ -409,17 +415,33 @@ def load_settings(path: str) -> tuple[Settings | None, list[Problem]]:
     defaults = Settings()
     settings = Settings(
         end_forbidden_flows=check.boolean(doc, "end-forbidden-flows", defaults.end_forbidden_flows),
-        backend=_backend(check, doc, defaults.backend),
+        backend=_choice(check, doc, "backend", BACKENDS, defaults),
+        user_profile_zones=_user_profile_zones(check, doc, defaults.user_profile_zones),
+        user_editable_profiles=_choice(
+            check, doc, "user-editable-profiles", USER_EDITABLE_PROFILES, defaults
+        ),
     )
     return (None if check.problems else settings), check.problems
 
 
-def _backend(check: _FileChecker, doc: LocMap, default: str) -> str:
-    value = check.text(doc, "backend") or default
-    if value not in BACKENDS:
-        check.add(
-            doc.key_lines["backend"], "backend", f"{value!r} is not one of {', '.join(BACKENDS)}"
-        )
+def _user_profile_zones(check: _FileChecker, doc: LocMap, default: tuple) -> tuple[str, ...]:
+    """A key left out keeps the shipped list; an empty one allows no zone at all."""
+    if "user-profile-zones" not in doc:
+        return default
+    names = []
+    for line, key, item in check.items(doc, "user-profile-zones"):
+        if not isinstance(item, str) or not ZONE_NAME.match(item):
+            check.add(line, key, f"{item!r} is not a zone name")
+        else:
+            names.append(item)
+    return tuple(names)
+
+
+def _choice(check: _FileChecker, doc: LocMap, key: str, choices: tuple, defaults) -> str:
+    default = getattr(defaults, key.replace("-", "_"))
+    value = check.text(doc, key) or default
+    if value not in choices:
+        check.add(doc.key_lines[key], key, f"{value!r} is not one of {', '.join(choices)}")
         return default
     return value
 

@@ -18,6 +18,10 @@ __all__ = ["FAMILIES", "IP_PROTOCOLS", "Problem"]
 
 PORT_PROTOCOLS = ("tcp", "udp", "sctp", "dccp")
 TARGETS = ("default", "accept", "reject", "drop")
+# zones a profile that non-admins can edit may name (settings key user-profile-zones)
+USER_PROFILE_ZONES = ("public", "work", "dmz", "external", "block", "drop")
+# which profiles count as editable by non-admins: those with connection.permissions, or all
+USER_EDITABLE_PROFILES = ("owned", "all")
 
 # ICMP type names and their numbers, per family; a blocked name applies where it exists.
 ICMP_TYPES = {
@@ -164,11 +168,19 @@ class Settings:
 
     end_forbidden_flows: bool = True  # a switch to a stricter zone ends the flows it forbids
     backend: str = "auto"  # iptables, nftables, or auto (iptables where legacy x_tables exist)
+    # the zones a profile a non-admin can edit may name; others give way (resolve.py)
+    user_profile_zones: tuple[str, ...] = USER_PROFILE_ZONES
+    user_editable_profiles: str = "owned"  # owned (connection.permissions set) or all
 
     def plain(self) -> dict:
         """The settings by their keys, as plain values for the compiled config (an event
         reads them without the model)."""
-        return {"end-forbidden-flows": self.end_forbidden_flows, "backend": self.backend}
+        return {
+            "end-forbidden-flows": self.end_forbidden_flows,
+            "backend": self.backend,
+            "user-profile-zones": list(self.user_profile_zones),
+            "user-editable-profiles": self.user_editable_profiles,
+        }
 
 
 @dataclass(frozen=True)

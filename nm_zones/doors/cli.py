@@ -901,7 +901,8 @@ def _add_nm_commands(sub) -> None:
         "assign",
         cmd_assign,
         "set a connection's zone in NetworkManager (connection.zone) and apply it at "
-        "once if the connection is active (root)",
+        "once if the connection is active (root); for a profile non-admins may edit, a zone "
+        "outside user-profile-zones is also kept by its UUID in the connections map",
         'nm-zones assign "Home Wi-Fi" home',
     )
     p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")

@@ -24,6 +24,7 @@ import hashlib
 import os
 import sys
 
+from ..config.mapfile import MAP_NAME, commented_map
 from ..paths import SHIPPED_DIR, Paths
 from ..state import write_atomically
 
@@ -33,7 +34,6 @@ COMMAND_PATH = "usr/local/sbin/nm-zones"
 UNIT_NAME = "nm-zones.service"
 UNITS_DIR = "etc/systemd/system"
 CONFIG_DIR = "etc/nm-zones"
-MAP_NAME = "connections-map.yaml"
 STAMP = "# written by `nm-zones install`; replaced or removed by it only while unedited: sha256 "
 NEXT_STEPS = """\
 next steps:
@@ -245,22 +245,6 @@ def command_text(python: str, folders: list[str]) -> str:
 def unit_text(python: str) -> str:
     with open(os.path.join(SHIPPED_DIR, UNIT_NAME), encoding="utf-8") as f:
         return f.read().replace("@PYTHON@", python)
-
-
-def commented_map() -> str:
-    """The shipped map with every line commented out: an admin's map overrides the shipped
-    one key by key, so with nothing set the shipped values (exempt-interfaces above all)
-    keep following upgrades."""
-    with open(os.path.join(SHIPPED_DIR, MAP_NAME), encoding="utf-8") as f:
-        shipped = f.read().splitlines()
-    lines = [
-        "# nm-zones connections map of this machine. A key set here replaces the same key of",
-        "# the shipped map (shown below, commented out); keys left out keep the shipped value,",
-        "# which follows upgrades. Uncomment and edit only what you change.",
-        "#",
-    ]
-    lines += [f"# {line}" if line else "#" for line in shipped]
-    return "\n".join(lines) + "\n"
 
 
 # -- install -----------------------------------------------------------------------------

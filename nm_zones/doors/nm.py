@@ -7,7 +7,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from ..engine import REASON_NM, Engine, recorded_connection
+from ..engine import Engine, recorded_connection
 from ..errors import UsageError
 from ..ifname import interface_index, matches_exempt
 from ..resolve import Connection, read_connection
@@ -71,31 +71,59 @@ def active_connections() -> list[ActiveConnection]:
 
 def assign(engine: Engine, connection: str, zone: str, state: State) -> None:
     """Store the zone in the profile; NetworkManager sends no event for that, so an active
-    connection's interface is switched here and now."""
+    connection's interface is switched here and now. A profile non-admins may edit does not
+    carry a zone they may not choose (resolve.py): that zone goes into the admin's map, by
+    the profile's UUID, first (before NetworkManager passes the new zone to the service)."""
+    profile = _profile(connection)
+    if profile is not None and _refused(engine, profile, zone):
+        from ..config.mapfile import set_connection_zone
+
+        path = set_connection_zone(engine.paths, profile.uuid, zone)
+        engine.config_changed()
+        engine.warn(
+            f"connection {profile.id!r} can be edited by non-admins; its zone {zone} is "
+            f"kept by its UUID in {path}"
+        )
     result = nmcli("connection", "modify", connection, "connection.zone", zone)
     if result.returncode != 0:
         message = result.stderr.strip() or result.stdout.strip()
         raise UsageError(f"nmcli could not set the zone of {connection!r}: {message}")
-    if engine.paths.disabled:
+    if engine.paths.disabled or profile is None:
         return  # stored in the profile; applied when nm-zones is enabled again
-    details = nmcli(
-        "-g", "connection.uuid,connection.id,connection.type", "connection", "show", connection
-    )
-    lines = details.stdout.split("\n")
-    if details.returncode != 0 or len(lines) < 3:
-        return
-    uuid = lines[0].strip()
+    profile.zone = zone
+    decision = engine.decide(profile)  # the zone, from the profile or the map
     for active in active_connections():
-        if active.uuid == uuid and interface_index(active.device):
+        if active.uuid == profile.uuid and interface_index(active.device):
             if matches_exempt(active.device, engine.compiled.exempt_interfaces):
                 continue
             engine.apply_interface(
                 active.device,
-                zone,
-                REASON_NM,
-                Connection(uuid, active.id, active.type, zone),
+                decision.zone,
+                decision.reason,
+                Connection(profile.uuid, active.id, active.type, zone),
                 state,
             )
+
+
+def _profile(connection: str) -> Connection | None:
+    """The profile `connection` (a name or UUID) as resolve reads it, or None."""
+    details = nmcli("-g", "connection.uuid,connection.id", "connection", "show", connection)
+    lines = details.stdout.split("\n")
+    if details.returncode != 0 or len(lines) < 2 or not lines[0].strip():
+        return None
+    profile = read_connection(lines[0].strip(), lines[1].strip())
+    return profile if profile.found else None
+
+
+def _refused(engine: Engine, profile: Connection, zone: str) -> bool:
+    """Whether `zone` in this profile would be refused as one its users chose."""
+    from ..resolve import decide_zone, not_allowed
+
+    trial = Connection(
+        profile.uuid, profile.id, profile.type, zone, permissions=profile.permissions
+    )
+    decision = decide_zone(trial, engine.compiled, engine.known_zones())
+    return not_allowed(zone) in decision.reason
 
 
 def disable(engine: Engine, reason: str = "nm-zones disabled") -> None:

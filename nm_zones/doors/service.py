@@ -562,12 +562,15 @@ class ZoneService:
         def work(state):
             from ..ifname import interface_index, matches_exempt
             from ..quick import inputs_key
-            from ..resolve import decide_zone
+            from ..resolve import decide_zone, not_allowed
 
             known = engine.known_zones()
             decision = decide_zone(connection, engine.compiled, known)
-            if zone == "":
-                decision = engine.decide(connection)  # logs a profile's missing zone
+            # NetworkManager passes the profile's own zone: that zone has only the
+            # authority of whoever may edit the profile (resolve.py)
+            from_profile = zone == connection.zone and not_allowed(zone) in decision.reason
+            if zone == "" or from_profile:
+                decision = engine.decide(connection)  # logs a missing or refused zone
                 target, reason = decision.zone, decision.reason
             elif zone not in known:
                 raise FirewallError("INVALID_ZONE", zone)
@@ -838,17 +841,19 @@ def _connection_from_settings(settings: dict):
     """resolve.Connection from NetworkManager's GetSettings (a{sa{sv}})."""
     from ..resolve import Connection
 
-    def value(group: str, key: str) -> str:
+    def value(group: str, key: str) -> str | list:
         found = settings.get(group, {}).get(key)
         return found[1] if found else ""
 
     shared = "shared" in (value("ipv4", "method"), value("ipv6", "method"))
+    permissions = value("connection", "permissions")  # `as`, e.g. ['user:alice::']
     return Connection(
         value("connection", "uuid"),
         value("connection", "id"),
         value("connection", "type"),
         value("connection", "zone"),
         shared=shared,
+        permissions=";".join(map(str, permissions)) if permissions else "",
     )
 
 

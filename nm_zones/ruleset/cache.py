@@ -24,7 +24,8 @@ from ..paths import Paths, config_fingerprint
 from .layout import CHAIN_KINDS, log_prefix
 
 CACHE_FILE = "compiled"
-CACHE_VERSION = 4  # 2: forwarding names families; 3: and the settings; 4: services' rules
+# 2: forwarding names families; 3: and the settings; 4: services' rules; 5: user-profile-zones
+CACHE_VERSION = 5
 STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
 FALLBACK_ZONE = "block"
 
