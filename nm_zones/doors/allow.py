@@ -22,6 +22,7 @@ from ..ruleset.allowances import (
     expired,
 )
 from ..state import State
+from ..text import duration_text
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SECONDS = 366 * 86400
@@ -100,15 +101,7 @@ def until_text(wall: int, remaining: float) -> str:
 
 def remaining_text(seconds: float) -> str:
     """`1h 5m left`, `42s left`."""
-    seconds = max(0, int(seconds))
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    if seconds or not parts:
-        parts.append(f"{seconds}s")
-    return " ".join(parts[:2]) + " left"
+    return f"{duration_text(seconds)} left"
 
 
 class Request:

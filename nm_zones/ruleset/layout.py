@@ -55,6 +55,11 @@ DISPATCH = {
     "post": ("nmz-post", "out"),
     "raw": ("nmz-raw", "in"),
 }
+# The conntrack label (bit 0-127) that marks a flow a switch ended (flows.py): the first rule
+# of every zone's input and forward chains drops its packets, before the established flows
+# are accepted. A label rather than a connmark bit: VPN clients and container runtimes set
+# the whole ct mark for themselves, and labels are 128 bits that little else uses.
+ENDED_LABEL = "127"
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 LOG_PREFIX_MAX = 29
 # IP protocols a zone or service may open as a whole, by the names iptables prints.

@@ -150,6 +150,12 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
     elif name == "limit":
         count, _, unit = settings["limit"].partition("/")
         parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
+    elif name == "connlabel":
+        # Setting the label it has changes nothing; a rule that sets a label is what makes
+        # the kernel give new conntrack entries room for labels (on older kernels a match
+        # alone does not), so that flows.py can label them later.
+        label = settings["label"]
+        parts.append(f"ct label {label} ct label set {label}")
     else:
         raise Untranslatable(f"match {name!r}")
     return parts
