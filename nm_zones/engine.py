@@ -454,11 +454,12 @@ class Engine:
             self.failed(PANIC_WORD, state, error)
 
     def expire_allowances(self, state: State) -> None:
-        """Runtime allowances past their deadline (the kernel already ignores their rules)
-        leave the state, and the interfaces they reached are committed without them."""
-        from .ruleset.allowances import expired
+        """Runtime allowances past their deadline (on CLOCK_BOOTTIME: ruleset/allowances.py)
+        leave the state, and the interfaces they reached are committed without them: at the
+        deadline their rules leave the kernel, not only stop matching."""
+        from .ruleset.allowances import DEADLINE, boottime, expired
 
-        now = time.time()
+        now = boottime()
         gone = [a for a in state.allowances if expired(a, now)]
         if not gone:
             return
@@ -471,6 +472,15 @@ class Engine:
             if not ended:
                 continue
             self.reapply(name, state, f"{', '.join(ended)} expired")
+        self.forget_deadlines(state, {a[DEADLINE] for a in gone})
+
+    def forget_deadlines(self, state: State, deadlines) -> None:
+        """What the backend keeps per deadline (nftables: a set) once no rule uses it."""
+        try:
+            self.backend.forget_deadlines(deadlines)
+        except (KernelError, OSError) as error:
+            self.warn(f"timed allowances: {describe(error)}")
+        self.save(state)
 
     def reapply(self, name: str, state: State, why: str) -> Change | None:
         """Commit a bound interface again as it is bound (its allowances changed); an error

@@ -110,9 +110,10 @@ class State:
         self.catchall_digest = catchall_digest
         self.kernel: dict[tuple[str, str], dict] = kernel if kernel is not None else {}
         self.lost = ""  # why the state file could not be read (never saved)
-        # runtime allowances (doors/allow.py): (interface or "" for the whole zone, zone, what,
-        # deadline in epoch seconds or 0), as committed with the interfaces they reach
-        self.allowances: list[tuple[str, str, str, int]] = allowances or []
+        # runtime allowances (ruleset/allowances.py: interface or "" for the whole zone, zone,
+        # what, deadline on CLOCK_BOOTTIME or 0, the wall clock then), as committed with the
+        # interfaces they reach
+        self.allowances: list[tuple[str, str, str, int, int]] = allowances or []
 
     def as_dict(self) -> dict:
         """The state as plain values, for `status --json` and tests."""
@@ -153,7 +154,11 @@ class State:
         kernel = document[4] if version >= 4 else {}
         if not isinstance(kernel, dict):
             raise ValueError("state file without kernel views")
-        allowances = [tuple(a) for a in document[5]] if version >= 5 else []
+        allowances = []
+        if version >= 5 and document[5]:
+            from .ruleset.allowances import upgraded
+
+            allowances = [upgraded(a) for a in document[5]]
         bindings = {
             name: Binding(**dict(zip(fields, values, strict=True)))
             for name, values in interfaces.items()

@@ -205,6 +205,8 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     import json
     import time
 
+    from nm_zones.state import StateDir
+
     os.makedirs(os.path.join(lab.config_dir, "zones.d"))
     with open(os.path.join(lab.config_dir, "zones.d", "kitchen-sink.yaml"), "w") as stream:
         stream.write(CUSTOM_ZONE)
@@ -216,9 +218,11 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     view = json.loads(lab.nm_zones("status", link.name, "--json").stdout)
     (deadline,) = [a["deadline"] for a in view["allowances"] if a["what"] == "9090/tcp"]
     stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(deadline - 1))
+    (until,) = [a[3] for a in StateDir(lab.state_dir).load().allowances if a[3]]
     prefix = f"-A nmz-if-{link.name}-in "
+    timed = f"-m time --datestop {stop} -m comment --comment nmz-until-{until}"
     added = [
-        f"{prefix}-p tcp -m tcp --dport 9090 -m time --datestop {stop} -j ACCEPT",
+        f"{prefix}-p tcp -m tcp --dport 9090 {timed} -j ACCEPT",
         f"{prefix}-p tcp -m tcp --dport 80 -j ACCEPT",
     ]
     for family, text in both.items():

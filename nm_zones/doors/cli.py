@@ -49,8 +49,12 @@ ALLOW_DETAILS = """\
 Without --permanent the change is at runtime: it goes into the kernel at once, IPv4 and IPv6,
 for one interface (--interface) or for every interface bound to a zone (--zone), including
 interfaces bound to it later. It lasts until `nm-zones reload`, until the interface goes
-down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for: the
-kernel itself stops accepting at that moment (the `time` match), with no process running.
+down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for, kept on
+the boot clock (a wall clock stepped back neither extends nor revives it): the rule leaves
+the kernel then, taken out by `nm-zones serve`'s timer or the next run of nm-zones. Until
+then the kernel stops accepting by itself: nftables with a set element that times out,
+iptables with the `time` match's --datestop (the wall clock: with iptables and no service
+running, a clock stepped back reopens it until the next run).
 Without --zone and --interface it applies to the one bound interface, when only one is.
 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
@@ -370,8 +374,11 @@ def cmd_reload(args) -> int:
         engine.degraded = True
 
     def action(state) -> None:
+        dropped = {a[3] for a in state.allowances if a[3]}  # their deadlines (allowances.py)
         state.allowances = []  # runtime allowances (nm-zones allow) end with a reload
         engine.reload(state)
+        if dropped:
+            engine.forget_deadlines(state, dropped)
 
     status = _run_changes(engine, action, DISABLED)
     _tell_service_reloaded()
@@ -601,7 +608,19 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
         f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
         for table in tables_changed
     ]
+    if root and not disabled:
+        problems += _rules_ahead(state)
     return catchall, problems
+
+
+def _rules_ahead(state) -> list[str]:
+    """Other programs' rules ahead of nm-zones' jumps that can accept what it refuses."""
+    from ..backends import rules_ahead
+
+    try:
+        return [line for key in sorted(state.kernel) for line in rules_ahead(key)]
+    except OSError:
+        return []
 
 
 def _catchall_held(engine, state) -> bool | None:
@@ -949,7 +968,7 @@ def _add_allow_commands(sub) -> None:
                 "--for",
                 dest="duration",
                 metavar="DURATION",
-                help="until DURATION from now: 30s, 10m, 2h, 1d (the kernel ends it)",
+                help="until DURATION from now: 30s, 10m, 2h, 1d (on the boot clock)",
             )
         else:
             p.set_defaults(duration=None)

@@ -291,7 +291,7 @@ class RuntimeZones:
         engine = self.service.engine()
         state = engine.state_dir.load()
         paths = self.service.paths
-        for owner, zone, what, deadline in state.allowances:
+        for owner, zone, what, deadline, *_ in state.allowances:
             if owner == "" and deadline == 0:
                 key = "ports" if "/" in what else "services"
                 try:

@@ -50,6 +50,7 @@ from .busapi import (
 )
 from .direct import ACTION_DIRECT, DIRECT_INTERFACE, passthrough
 from .direct import introspection as direct_introspection
+from .expiry import expire_at_deadlines
 from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
 from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
@@ -282,6 +283,16 @@ class ZoneService:
         engine = self.engine()
         self.locked(engine, lambda state: None)  # prepare() installs hooks and catch-all
         self.finish(engine)
+
+    async def expire(self) -> None:
+        """Timed allowances at their deadline (doors/expiry.py): their rules leave the
+        kernel now, in turn with the calls; an error is logged and tried again."""
+        engine = self.engine()
+        try:
+            async with self.mutex:
+                await self.in_worker(engine, lambda state: None)  # prepare() expires them
+        except FirewallError as error:
+            log(f"timed allowances: {error}", warning=True)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -1103,6 +1114,7 @@ async def serve(paths: Paths) -> int:
             number, lambda n=number: stopping.done() or stopping.set_result(n)
         )
     receiving = asyncio.create_task(bus.run(service.received, service.signalled))
+    timer = None
     try:
         await claim_name(bus)
         await bus.call(
@@ -1125,16 +1137,23 @@ async def serve(paths: Paths) -> int:
         keeper = follow_applications(paths)
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
-        done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        timer = asyncio.create_task(expire_at_deadlines(paths, service.expire))
+        waiting = {receiving, stopping, timer}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if stopping in done:
             log(f"stopping on signal {signal.Signals(stopping.result()).name}")
             return 0
-        error = receiving.exception()
+        failed = timer if timer in done else receiving
+        error = failed.exception()
+        if failed is timer:
+            raise Refused(f"the allowances' timer stopped ({type(error).__name__}: {error})")
         raise Refused(f"lost the system bus ({type(error).__name__}: {error})")
     finally:
         if "keeper" in locals() and keeper is not None:
             keeper.set()
         receiving.cancel()
+        if timer is not None:
+            timer.cancel()
         await connection.close()
 
 

@@ -28,7 +28,10 @@ named, and nothing of theirs is read: the view is `list table inet nm-zones`.
 from __future__ import annotations
 
 import contextlib
+import math
 
+from ...errors import KernelError
+from ...ruleset.allowances import boottime, deadline_of, set_name
 from ...ruleset.layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
@@ -141,12 +144,14 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
         number = int(settings.get("icmp-type") or settings.get("icmpv6-type"))
         word = "icmp" if name == "icmp" else "icmpv6"
         parts.append(f"{word} type {ICMP_NAMES[family].get(number, number)}")
-    elif name == "time":  # an allowance's deadline, after which the kernel ignores the rule
-        parts.append(f'meta time < "{local_time(settings["datestop"])}"')
+    elif name == "time":
+        pass  # the wall clock: a timed allowance matches its deadline's set instead
+    elif name == "comment" and deadline_of(settings["comment"]) is not None:
+        parts.append(f"iifname @{settings['comment']}")  # its element times out in the kernel
     elif name == "cgroupv2":  # an application's set (ruleset/applications.py)
-        from ...ruleset.applications import set_name
+        from ...ruleset.applications import set_name as app_set_name
 
-        parts.append(f"socket cgroupv2 level {settings['level']} @{set_name(settings['app'])}")
+        parts.append(f"socket cgroupv2 level {settings['level']} @{app_set_name(settings['app'])}")
     elif name == "limit":
         count, _, unit = settings["limit"].partition("/")
         parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
@@ -159,16 +164,6 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
     else:
         raise Untranslatable(f"match {name!r}")
     return parts
-
-
-def local_time(utc: str) -> str:
-    """iptables' `--datestop` (UTC, `YYYY-MM-DDTHH:MM:SS`) as nft reads a date: in the local
-    time zone of the process that parses it (libnftables, here in this process)."""
-    import calendar
-    import time
-
-    moment = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%S"))
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
 def _verdict(family: str, target: str, options: tuple) -> str:
@@ -266,6 +261,7 @@ class Script:
         # conntrack helper -> (its protocol, the families whose rules use it)
         self.helpers: dict[str, tuple[str, set[str]]] = {}
         self.apps: set[str] = set()  # applications whose sets the rules use (appsets.py)
+        self.deadlines: set[int] = set()  # of timed allowances (ruleset/allowances.py)
         for family in FAMILIES:
             for table in TABLE_ORDER:
                 chains, dispatch = plan.tables.get((family, table), ((), ()))
@@ -276,6 +272,11 @@ class Script:
                         if spec[0] == "CT":
                             helper = dict(spec[1])["helper"]
                             self.helpers.setdefault(helper, (spec[4], set()))[1].add(family)
+                        for match, options in spec[5]:
+                            if match == "comment":
+                                deadline = deadline_of(dict(options)["comment"])
+                                if deadline is not None:
+                                    self.deadlines.add(deadline)
                 for dispatch_chain, section, _direction, interface, target in dispatch:
                     verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
                     if section == SECTION_CATCHALL:
@@ -362,6 +363,7 @@ def interface_script(plan, replace: bool = True) -> list[str]:
         from .appsets import declare
 
         lines += declare(script.apps)
+    lines += deadline_sets(script.deadlines, plan.interface)
     bodies = script.chain_lines()
     for chain, rules in bodies.items():
         lines.append(f"add chain {t} {chain_ref(chain)}")
@@ -383,6 +385,23 @@ def interface_script(plan, replace: bool = True) -> list[str]:
             lines.append(f"add element {t} {dispatch_chain} {{ {quote(interface)} : {verdict} }}")
     if plan.interface is not None and replace:
         lines += _drop_chains(plan.interface, [c for c in owned if c not in bodies])
+    return lines
+
+
+def deadline_sets(deadlines, interface: str | None) -> list[str]:
+    """The set of each timed allowance's deadline, with the interface in it for as long as
+    is left until the deadline (CLOCK_BOOTTIME): the kernel counts the element down on its
+    own clock, so the allowance's rule matches nothing after it whatever the wall clock
+    says. A deadline already passed leaves the set empty."""
+    t = f"{FAMILY} {TABLE}"
+    lines = []
+    now = boottime()
+    for deadline in sorted(deadlines):
+        name = set_name(deadline)
+        lines.append(f"add set {t} {name} {{ type ifname; flags timeout; }}")
+        left = math.ceil((deadline - now) * 1000)
+        if interface is not None and left > 0:
+            lines.append(f"add element {t} {name} {{ {quote(interface)} timeout {left}ms }}")
     return lines
 
 
@@ -565,6 +584,17 @@ class NftablesBackend:
 
     def keep_entries(self, keep) -> None:
         """Nothing kept between runs: nft parses a script faster than entries can be read."""
+
+    def forget_deadlines(self, deadlines) -> None:
+        """The sets of deadlines no allowance has any more, each in its own transaction: one
+        that a rule still uses (an interface that could not be committed) stays, and is
+        tried again at the next deadline that passes."""
+        t = f"{FAMILY} {TABLE}"
+        for deadline in sorted(deadlines):
+            name = set_name(deadline)
+            declaration = f"add set {t} {name} {{ type ifname; flags timeout; }}"
+            with contextlib.suppress(KernelError):
+                self._commit([declaration, f"delete set {t} {name}"], touched=())
 
     # -- inside --------------------------------------------------------------------------
 
