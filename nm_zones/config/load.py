@@ -27,6 +27,7 @@ from .model import (
     Service,
     Settings,
     Zone,
+    canonical_source,
 )
 from .yamlsource import LocList, LocMap, read_yaml
 
@@ -46,6 +47,7 @@ ZONE_KEYS = (
     "masquerade",
     "forward-ports",
     "log-denied",
+    "sources",
 )
 SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destination", "helpers")
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
@@ -283,8 +285,47 @@ def load_zone(
         forward_ports=tuple(forward_ports),
         log_denied=check.boolean(doc, "log-denied"),
         source=path,
+        sources=_sources(check, doc),
     )
     return (None if check.problems else zone), check.problems
+
+
+def _sources(check: _FileChecker, doc: LocMap) -> tuple[str, ...]:
+    """The zone's source addresses and networks, canonical, each once."""
+    found: list[str] = []
+    for line, key, item in check.items(doc, "sources"):
+        if isinstance(item, (bool, LocMap, LocList)):
+            check.add(line, key, "must be an address or network such as 10.0.0.5 or fd00::/64")
+            continue
+        try:
+            source = canonical_source(str(item))
+        except ValueError as error:
+            check.add(line, key, str(error))
+            continue
+        if source not in found:
+            found.append(source)
+    return tuple(found)
+
+
+def _source_conflicts(zones: dict[str, Zone]) -> list[Problem]:
+    """A source named by two zones: both are refused (which zone it gets would be a guess;
+    firewalld calls it ZONE_CONFLICT)."""
+    owner: dict[str, str] = {}
+    problems = []
+    for name in sorted(zones):
+        for source in zones[name].sources:
+            first = owner.setdefault(source, name)
+            if first != name:
+                problems.append(
+                    Problem(
+                        zones[name].source,
+                        1,
+                        "sources",
+                        f"source {source} is already in zone {first!r} "
+                        f"({zones[first].source}); a source can be in one zone only",
+                    )
+                )
+    return problems
 
 
 def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort | None:
@@ -562,6 +603,11 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
             zones[name] = found
         else:
             broken[name] = found_problems
+    for conflict in _source_conflicts(zones):
+        problems.append(conflict)
+        name = os.path.basename(conflict.file)[: -len(".yaml")]
+        zones.pop(name, None)
+        broken.setdefault(name, []).append(conflict)
 
     shipped_map = os.path.join(paths.shipped, "connections-map.yaml")
     admin_map = os.path.join(paths.config, "connections-map.yaml")
