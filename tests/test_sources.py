@@ -65,3 +65,47 @@ def test_a_source_bound_to_block_is_refused_where_the_interface_zone_accepts(lab
     lab.nm_zones("reload")
     assert reach(lab, link) == ["accepted"] * 4
     assert "nmz-s-" not in lab.held_text()
+
+
+def inner_with_two_addresses(lab):
+    """test_forward's three hosts; the inner client holds a second address of each family."""
+    from tests.test_forward import three_hosts
+
+    uplink, inner = three_hosts(lab)
+    second = ("10.77.2.3", "fd77:2::3")
+    assert inner.peer_ipv4 == "10.77.2.2"
+    for address, prefix in ((second[0], 24), (second[1], 64)):
+        lab.run(
+            lab.inner,
+            ["ip", "addr", "add", f"{address}/{prefix}", "dev", inner.peer_name]
+            + (["nodad"] if ":" in address else []),
+        )
+    lab.enable_forwarding()
+    return uplink, second, (inner.peer_ipv4, inner.peer_ipv6)
+
+
+def forwarded(lab, uplink, bound, plain) -> list[str]:
+    """TCP from the inner client to the far host through the zoned router: from the bound
+    addresses, then from the plain ones."""
+    specs = [
+        {"kind": "tcp", "address": target, "port": SERVICE, "source": source}
+        for sources in (bound, plain)
+        for target, source in zip((uplink.peer_ipv4, uplink.peer_ipv6), sources, strict=True)
+    ]
+    return lab.probe(specs, namespace=lab.inner)
+
+
+@pytest.mark.both_backends
+def test_forwarded_traffic_from_a_bound_source_gets_its_zone(lab):
+    """Forwarded traffic is judged by the source's zone first, as input is: trusted lets
+    the bound address through a link in block, and block stops it on a link in trusted."""
+    uplink, bound, plain = inner_with_two_addresses(lab)
+    write_zone(lab, "trusted", f"target: accept\nsources: [{bound[0]}, '{bound[1]}']\n")
+    lab.nm_zones("apply", uplink.name, "trusted")
+    lab.nm_zones("apply", "in0", "block")
+    assert forwarded(lab, uplink, bound, plain) == ["accepted"] * 2 + ["rejected"] * 2
+    write_zone(lab, "trusted", "target: accept\n")
+    write_zone(lab, "block", f"target: reject\nsources: [{bound[0]}, '{bound[1]}']\n")
+    lab.nm_zones("apply", "in0", "trusted")
+    lab.nm_zones("reload")
+    assert forwarded(lab, uplink, bound, plain) == ["rejected"] * 2 + ["accepted"] * 2
