@@ -175,12 +175,12 @@ class Engine:
                 )
                 return
             self.warn(f"unclaimed interfaces: {degraded}")
-        digest = catchall["digest"]
+        digest = self.compiled.catchall_digest(state.sources)
         if state.catchall_digest == digest:
             return
         started = time.monotonic()
         self.save(state, committing=self.backend.view_keys(FILTER_TABLES))
-        self.backend.apply(self.compiled.catchall_plan())
+        self.backend.apply(self.compiled.catchall_plan(state.sources))
         self._keep_entries()
         old = state.catchall_zone
         state.catchall_zone, state.catchall_digest = catchall["zone"], digest
@@ -488,8 +488,9 @@ class Engine:
         covered = self.backend.view_keys
         has_filter = any(key in covered({table}) for table in FILTER_TABLES)
         if state.catchall_digest and "error" not in catchall and has_filter:
-            plans.append(self.compiled.catchall_plan())
-            state.catchall_zone, state.catchall_digest = catchall["zone"], catchall["digest"]
+            plans.append(self.compiled.catchall_plan(state.sources))
+            state.catchall_zone = catchall["zone"]
+            state.catchall_digest = self.compiled.catchall_digest(state.sources)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL or key not in covered(binding.table_set()):
                 continue
@@ -595,7 +596,11 @@ class Engine:
 
     def reload(self, state: State) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
-        as it is now."""
+        as it is now. Sources bound at runtime end here, as firewalld's runtime does."""
+        if state.sources:
+            state.sources = {}
+            self._catchall_checked = False
+            self.ensure_catchall(state)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL:
                 continue

@@ -543,7 +543,7 @@ def _catchall_held(engine, state) -> bool | None:
     catchall = engine.compiled.catchall
     if not state.catchall_zone or "error" in catchall:
         return None
-    return engine.backend.holds(engine.compiled.catchall_plan())
+    return engine.backend.holds(engine.compiled.catchall_plan(state.sources))
 
 
 def _held_by(state) -> str:

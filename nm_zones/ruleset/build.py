@@ -15,7 +15,7 @@ Tables a zone does not need get no chains for the interface.
 
 from __future__ import annotations
 
-from ..config.model import ICMP_TYPES, Config, PortRange, Service, Zone, source_family
+from ..config.model import ICMP_TYPES, Config, PortRange, Service, Zone
 from ..ifname import chain_name
 from .layout import (
     CATCHALL_CHAINS,
@@ -23,10 +23,7 @@ from .layout import (
     FAMILIES,
     FORWARD_OUT,
     SECTION_CATCHALL,
-    SECTION_SOURCE,
-    SOURCE_KINDS,
     log_prefix,
-    source_chain,
     uses_goto,
 )
 from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
@@ -301,39 +298,16 @@ def source_bindings(config: Config) -> dict[str, str]:
     return {source: zone.name for zone in config.zones.values() for source in zone.sources}
 
 
-def _source_order(source: str) -> tuple:
-    """Narrower networks first, so that a host inside a bound network gets its own zone."""
-    return (-int(source.rsplit("/", 1)[1]), source)
-
-
-def _source_plan(family: str, sources: dict[str, str], config: Config):
-    """The source zones' chains and the dispatch rules leading to them, for one family."""
-    chains, dispatch = [], []
-    mine = sorted((s for s in sources if source_family(s) == family), key=_source_order)
-    for zone_name in sorted({sources[s] for s in mine}):
-        zone = config.zones[zone_name]
-        chains.append((source_chain(zone_name, "in"), input_rules(zone, config, family, "src")))
-        chains.append((source_chain(zone_name, "fwd"), forward_rules(zone, family, "src")))
-    for source in mine:
-        for kind, chain in SOURCE_KINDS.items():
-            target = source_chain(sources[source], kind)
-            rule = Rule(target, source=source, goto=uses_goto(chain, target))
-            dispatch.append(DispatchRule(chain, rule, SECTION_SOURCE))
-    return chains, dispatch
-
-
-def compile_catchall(zone: Zone, config: Config, sources: dict[str, str] | None = None) -> Ruleset:
-    """Default-zone rules for every interface no zone claims, except the exempt ones, and
-    the source zones (`sources`: source -> zone; default: the zone files').
+def compile_catchall(zone: Zone, config: Config) -> Ruleset:
+    """Default-zone rules for every interface no zone claims, except the exempt ones (the
+    source zones join them in cache.CompiledConfig.catchall_plan).
 
     Only the filter table: it is what keeps a new interface closed before its first event.
     """
     exempt = config.connections_map.exempt_interfaces
-    if sources is None:
-        sources = source_bindings(config)
     tables = {}
     for family in FAMILIES:
-        source_chains, dispatch = _source_plan(family, sources, config)
+        dispatch = []
         for chain, kind in (("nmz-input", "in"), ("nmz-forward", "fwd")):
             for pattern in exempt:
                 name = pattern[:-1] + "+" if pattern.endswith("*") else pattern
@@ -346,7 +320,6 @@ def compile_catchall(zone: Zone, config: Config, sources: dict[str, str] | None 
         chains = (
             (CATCHALL_CHAINS["in"], input_rules(zone, config, family, "*")),
             (CATCHALL_CHAINS["fwd"], forward_rules(zone, family, "*")),
-            *source_chains,
         )
         tables[family] = {"filter": TablePlan(chains, tuple(dispatch))}
     return Ruleset(None, zone.name, tables)
