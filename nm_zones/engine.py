@@ -197,6 +197,19 @@ class Engine:
             )
         )
 
+    def set_sources(self, state: State, sources: dict[str, str]) -> None:
+        """Sources bound at runtime (doors/firewalld_sources.py), committed with the
+        catch-all; when the kernel refuses the commit, the state keeps the old ones (the
+        next run then rebuilds the table as it was)."""
+        old, state.sources = state.sources, sources
+        self._catchall_checked = False
+        try:
+            self.ensure_catchall(state)
+        except (KernelError, OSError):
+            state.sources = old
+            self.save(state)
+            raise
+
     # -- one interface -------------------------------------------------------------------
 
     def apply_interface(

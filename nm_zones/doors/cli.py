@@ -469,6 +469,7 @@ def cmd_status(args) -> int:
         for name, binding in sorted(state.interfaces.items())
     ]
     catchall, problems = status_problems(engine, state, disabled, root)
+    sources = _source_rows(engine, state)
     if args.json:
         _print_json(
             {
@@ -476,6 +477,7 @@ def cmd_status(args) -> int:
                 "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
+                "sources": sources,
                 "problems": problems,
                 "interfaces": rows,
             }
@@ -488,6 +490,8 @@ def cmd_status(args) -> int:
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
         )
         print(f"rules held by: {_held_by(state)}")
+        if sources:
+            print("sources: " + ", ".join(f"{s} {zone}" for s, zone in sources.items()))
         for problem in problems:
             print(printable(problem))
         for row in rows:
@@ -536,6 +540,16 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
         for table in tables_changed
     ]
     return catchall, problems
+
+
+def _source_rows(engine, state) -> dict[str, str]:
+    """Bound source (canonical) -> zone, the zone files' and the runtime's (committed with
+    the catch-all, whose kernel check covers them)."""
+    if "error" in engine.compiled.catchall:
+        return {}
+    from ..ruleset.sources import by_address
+
+    return by_address(engine.compiled.source_bindings(state.sources))
 
 
 def _catchall_held(engine, state) -> bool | None:

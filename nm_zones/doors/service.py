@@ -31,6 +31,7 @@ from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
+from . import firewalld_sources
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -201,6 +202,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetConnections"): ("", "aa{ss}", None, service.get_connections),
         (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
         (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
+        **firewalld_sources.methods(service),
     }
 
 
@@ -802,6 +804,7 @@ def firewalld_introspection(base: str) -> str:
         '<arg name="interface" type="s" direction="in"/><arg type="b" direction="out"/>'
         "</method>\n"
     )
+    extra_zone += firewalld_sources.INTROSPECTION
     xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
     xml = xml.replace("</node>", f'{direct_introspection()}  <node name="config"/>\n</node>', 1)
     return props.with_properties(xml)
