@@ -83,3 +83,48 @@ def test_firewall_cmd_answers_as_against_firewalld(nm, root):  # noqa: F811
         assert have == want, f"firewall-cmd {' '.join(command)}: serve {have}, firewalld {want}"
     for command, want, have in by_command[len(SAME) :]:
         assert have != want, f"firewall-cmd {' '.join(command)} now answers as firewalld: SAME"
+
+
+# Sources (doors/firewalld_sources.py), run in this order against each daemon.
+SOURCES_SAME = (
+    ("--zone=trusted", "--add-source=10.78.1.3"),
+    ("--get-zone-of-source=10.78.1.3",),
+    ("--zone=trusted", "--add-source=10.78.1.3"),
+    ("--zone=home", "--add-source=10.78.1.3"),
+    ("--zone=trusted", "--query-source=10.78.1.3"),
+    ("--zone=home", "--query-source=10.78.1.3"),
+    ("--zone=trusted", "--add-source=fd78:1::3/128"),
+    ("--zone=trusted", "--list-sources"),
+    ("--zone=drop", "--change-source=fd78:1::3/128"),
+    ("--get-zone-of-source=fd78:1::3/128",),
+    ("--zone=home", "--remove-source=10.78.1.3"),
+    ("--zone=trusted", "--remove-source=10.78.1.3"),
+    ("--remove-source=fd78:1::3/128",),
+    ("--get-zone-of-source=10.78.1.3",),
+    ("--zone=trusted", "--add-source=no-address"),
+    ("--zone=nosuch", "--add-source=10.78.1.3"),
+    ("--remove-source=10.9.9.9",),
+)
+
+
+def test_firewall_cmd_sources_answer_as_against_firewalld(nm, root):  # noqa: F811
+    def run(daemon) -> list[tuple[int, str, str]]:
+        results = []
+        for command in SOURCES_SAME:
+            result = daemon.cmd(*command)
+            results.append((result.returncode, result.stdout.strip(), result.stderr.strip()))
+        return results
+
+    firewalld = FirewallD(nm, root)
+    with firewalld:
+        assert "firewalld" in name_owner_command(nm)
+        expected = run(firewalld)
+    reload_bus_config(nm)
+
+    serve = nm.serve()
+    assert "nm_zones" in name_owner_command(nm)
+    got = run(firewalld)
+    serve.terminate()
+    serve.wait()
+    for command, want, have in zip(SOURCES_SAME, expected, got, strict=True):
+        assert have == want, f"firewall-cmd {' '.join(command)}: serve {have}, firewalld {want}"
