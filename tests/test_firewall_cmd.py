@@ -95,6 +95,7 @@ SOURCES_SAME = (
     ("--zone=home", "--query-source=10.78.1.3"),
     ("--zone=trusted", "--add-source=fd78:1::3/128"),
     ("--zone=trusted", "--list-sources"),
+    ("--get-active-zones",),
     ("--zone=drop", "--change-source=fd78:1::3/128"),
     ("--get-zone-of-source=fd78:1::3/128",),
     ("--zone=home", "--remove-source=10.78.1.3"),

@@ -168,6 +168,13 @@ class Sources:
         return (removed,)
 
 
+def add_active(active: dict, bindings: dict[str, str]) -> None:
+    """getActiveZones' `sources` key: a zone with a source bound is active (firewalld
+    lists only the keys that hold something)."""
+    for source, zone in sorted(bindings.items()):
+        active.setdefault(zone, {}).setdefault("sources", []).append(source)
+
+
 def _unbind(runtime: dict[str, str], files: dict[str, str], given: str) -> None:
     """Forget a runtime binding; a zone file's is masked ("") until the next reload."""
     runtime.pop(given, None)

@@ -499,6 +499,8 @@ class ZoneService:
             if binding.status in ("applied", "applying"):
                 entry = active.setdefault(binding.zone, {"interfaces": [], "sources": []})
                 entry["interfaces"].append(name)
+        state = engine.state_dir.load()
+        firewalld_sources.add_active(active, engine.compiled.source_bindings(state.sources))
         return (active,)
 
     async def get_zone_of_interface(self, interface: str) -> tuple:
