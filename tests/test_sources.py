@@ -206,3 +206,18 @@ def _peer_address(nm, link, address: str, prefix: int) -> None:
         + (["nodad"] if ":" in address else []),
         check=True,
     )
+
+
+def test_what_apply_commits_for_sources_is_what_plan_shows(lab):
+    """The catch-all commits a zone's sources (from the compiled cache) exactly as `plan`
+    prints them (from the zone file): the source chains and their dispatch rules."""
+    from tests.test_plan import SOURCES_ZONE, parts, plan
+
+    link = lab.add_link()
+    write_zone(lab, "lab", SOURCES_ZONE)
+    lab.nm_zones("apply", link.name, "public")
+    shown = parts(plan(link.name, "lab", lab.config_dir))
+    for family in ("ipv4", "ipv6"):
+        wanted = [line for line in shown[family].splitlines() if "nmz-s-" in line]
+        held = [line for line in lab.save(family).splitlines() if "nmz-s-" in line]
+        assert sorted(held) == sorted(wanted) and wanted

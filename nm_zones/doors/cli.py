@@ -258,6 +258,9 @@ def cmd_plan(args) -> int:
     check_interface(args.interface)
     zone, config = _loaded_zone(args.zone)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
+    from ..ruleset.sources import plan_with_sources
+
+    ruleset = plan_with_sources(ruleset, zone, config)
     if _plan_backend(config.settings.backend) == "nftables":
         from ..backends.nftables.backend import plan_script
         from ..ruleset.cache import KernelPlan

@@ -66,3 +66,25 @@ def with_sources(tables: dict, bindings: dict[str, str], zone_chains) -> dict:
         result[(family, table)] = (tuple(chains) + tuple(extra_chains), extra_dispatch + dispatch)
     return result
 
+
+
+def plan_with_sources(ruleset, zone, config):
+    """What `nm-zones plan IFACE ZONE` shows of a zone with sources: beside the interface's
+    rules, the source chains and dispatch rules the catch-all commits for the zone's own
+    sources (rules.Ruleset in, rules.Ruleset out)."""
+    if not zone.sources:
+        return ruleset
+    from .build import forward_rules, input_rules
+    from .rules import Ruleset
+
+    def zone_chains(_name: str, family: str) -> dict[str, tuple]:
+        rules = {
+            "in": input_rules(zone, config, family, LABEL),
+            "fwd": forward_rules(zone, family, LABEL),
+        }
+        return {kind: tuple(rule.spec() for rule in chain) for kind, chain in rules.items()}
+
+    bindings = {source: zone.name for source in zone.sources}
+    tables = with_sources(ruleset.kernel_tables(), bindings, zone_chains)
+    result = Ruleset.from_kernel_tables(ruleset.interface, ruleset.zone, tables)
+    return Ruleset(result.interface, result.zone, result.tables, ruleset.needs_forwarding)

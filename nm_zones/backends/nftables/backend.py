@@ -374,6 +374,8 @@ def interface_script(plan, replace: bool = True, stale: tuple[str, ...] = ()) ->
         from ...ifname import chain_name
 
         owned = [chain_name(plan.interface, kind) for kind in CHAIN_KINDS]
+        for base, rules in script.sources.items():  # only `plan` shows a zone's sources here
+            lines += [f"insert rule {t} {base} {rule}" for rule in reversed(rules)]
     for dispatch_chain, elements in script.elements.items():
         for interface, verdict in elements.items():
             lines.append(f"add element {t} {dispatch_chain} {{ {quote(interface)} : {verdict} }}")
