@@ -221,3 +221,25 @@ def test_what_apply_commits_for_sources_is_what_plan_shows(lab):
         wanted = [line for line in shown[family].splitlines() if "nmz-s-" in line]
         held = [line for line in lab.save(family).splitlines() if "nmz-s-" in line]
         assert sorted(held) == sorted(wanted) and wanted
+
+
+@pytest.mark.both_backends
+def test_a_source_rule_another_program_deleted_is_put_back_by_the_next_run(lab):
+    """Fail closed: the source's rules are the catch-all's, so the kernel check that every
+    run makes first (engine.prepare) rebuilds them; status says they are missing meanwhile."""
+    link = peer_with_two_addresses(lab)
+    write_zone(lab, "block", f"target: reject\nsources: [{BOUND[0]}, '{BOUND[1]}']\n")
+    lab.nm_zones("apply", link.name, "trusted")
+    assert reach(lab, link) == ["rejected", "rejected", "accepted", "accepted"]
+    if lab.backend == "nftables":
+        lab.shell("nft flush chain inet nm-zones input")
+        lab.shell("nft add rule inet nm-zones input iifname vmap @nmz-input")
+    else:
+        lab.shell(f"iptables-legacy -D nmz-input -s {BOUND[0]}/32 -j nmz-s-block-in")
+        lab.shell(f"ip6tables-legacy -D nmz-input -s {BOUND[1]}/128 -j nmz-s-block-in")
+    assert reach(lab, link) == ["accepted"] * 4
+    assert lab.nm_zones("status", check=False).returncode == 1
+    repaired = lab.nm_zones("apply", link.name, "trusted", check=False)
+    assert "changed by another program; rebuilt" in repaired.stderr
+    assert reach(lab, link) == ["rejected", "rejected", "accepted", "accepted"]
+    assert lab.nm_zones("status", check=False).returncode == 0
