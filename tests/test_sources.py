@@ -243,3 +243,13 @@ def test_a_source_rule_another_program_deleted_is_put_back_by_the_next_run(lab):
     assert "changed by another program; rebuilt" in repaired.stderr
     assert reach(lab, link) == ["rejected", "rejected", "accepted", "accepted"]
     assert lab.nm_zones("status", check=False).returncode == 0
+
+
+@pytest.mark.both_backends
+def test_a_broken_zone_file_keeps_its_sources_with_its_stand_in(lab):
+    """Fail closed: a typo in block's file does not free the addresses it refuses; they get
+    the zone's stand-in (the shipped block), as an interface in a broken zone does."""
+    link = peer_with_two_addresses(lab)
+    write_zone(lab, "block", f"target: reject\nsources: [{BOUND[0]}, '{BOUND[1]}']\ntargte: x\n")
+    lab.nm_zones("apply", link.name, "trusted", check=False)
+    assert reach(lab, link) == ["rejected", "rejected", "accepted", "accepted"]

@@ -308,8 +308,8 @@ def _sources(check: _FileChecker, doc: LocMap) -> tuple[str, ...]:
 
 
 def _source_conflicts(zones: dict[str, Zone]) -> list[Problem]:
-    """A source named by two zones: both are refused (which zone it gets would be a guess;
-    firewalld calls it ZONE_CONFLICT)."""
+    """A source named by a second zone: that zone is refused (which zone the source gets
+    would be a guess; firewalld calls it ZONE_CONFLICT)."""
     owner: dict[str, str] = {}
     problems = []
     for name in sorted(zones):
@@ -326,6 +326,25 @@ def _source_conflicts(zones: dict[str, Zone]) -> list[Problem]:
                     )
                 )
     return problems
+
+
+def _salvage_sources(files, refused, broken, zones) -> dict[str, tuple[str, ...]]:
+    """The sources a broken zone file still names readably, for that zone's stand-in: a
+    source bound to `block` stays refused when a typo breaks block's file (fail closed).
+    Refused (insecure) files are not read; a source another zone holds stays there."""
+    taken = {source for zone in zones.values() for source in zone.sources}
+    salvaged = {}
+    for name in sorted(broken):
+        if name in refused or name not in files:
+            continue
+        doc = read_yaml(files[name], [])
+        if not isinstance(doc, LocMap):
+            continue
+        found = [s for s in _sources(_FileChecker(files[name]), doc) if s not in taken]
+        taken.update(found)
+        if found:
+            salvaged[name] = tuple(found)
+    return salvaged
 
 
 def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort | None:
@@ -630,4 +649,5 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     settings, settings_problems = _layered_settings(paths, shipped_only, check_owner)
     problems += settings_problems
     config = Config(zones=zones, services=services, connections_map=cmap, settings=settings)
-    return LoadResult(config, problems, broken, map_broken)
+    salvaged = _salvage_sources(zone_files, refused, broken, zones)
+    return LoadResult(config, problems, broken, map_broken, salvaged)

@@ -224,3 +224,5 @@ class LoadResult:
     problems: list[Problem] = field(default_factory=list)
     broken_zones: dict[str, list[Problem]] = field(default_factory=dict)
     map_broken: Problem | None = None  # set when the admin's map was replaced by the shipped one
+    # broken zone -> the sources its file still names readably (bound to its stand-in)
+    broken_sources: dict[str, tuple[str, ...]] = field(default_factory=dict)

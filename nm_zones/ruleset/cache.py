@@ -286,7 +286,10 @@ def build(loaded, paths: Paths) -> dict:
             "digest": ruleset.digest(),
             "degraded": f"{problem}; {fallback}" if problem else "",
             "tables": ruleset.kernel_tables(),
-            "sources": source_bindings(config),
+            "sources": {
+                **{s: z for z, found in loaded.broken_sources.items() for s in found},
+                **source_bindings(config),
+            },
         }
     return {
         "default_zone": cmap.default_zone,

@@ -67,7 +67,6 @@ def with_sources(tables: dict, bindings: dict[str, str], zone_chains) -> dict:
     return result
 
 
-
 def plan_with_sources(ruleset, zone, config):
     """What `nm-zones plan IFACE ZONE` shows of a zone with sources: beside the interface's
     rules, the source chains and dispatch rules the catch-all commits for the zone's own
