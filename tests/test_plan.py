@@ -52,8 +52,12 @@ def parts(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("zone", ZONES)
 def test_golden_plan(zone):
-    text = plan("eth0", zone)
-    path = os.path.join(GOLDEN, f"plan-eth0-{zone}.txt")
+    same_as_golden(plan("eth0", zone), f"plan-eth0-{zone}.txt")
+
+
+def same_as_golden(text: str, name: str) -> None:
+    """`text` is the golden file's (NMZ_REGEN_GOLDEN=1 writes it first)."""
+    path = os.path.join(GOLDEN, name)
     if os.environ.get("NMZ_REGEN_GOLDEN"):
         with open(path, "w") as stream:
             stream.write(text)
@@ -249,10 +253,4 @@ def test_golden_plan_of_a_zone_with_sources(tmp_path, backend):
     (tmp_path / "zones.d" / "lab.yaml").write_text(SOURCES_ZONE)
     if backend == "nftables":
         (tmp_path / "nm-zones.yaml").write_text("backend: nftables\n")
-    text = plan("eth0", "lab", str(tmp_path))
-    path = os.path.join(GOLDEN, f"plan-eth0-sources-{backend}.txt")
-    if os.environ.get("NMZ_REGEN_GOLDEN"):
-        with open(path, "w") as stream:
-            stream.write(text)
-    with open(path) as stream:
-        assert text == stream.read()
+    same_as_golden(plan("eth0", "lab", str(tmp_path)), f"plan-eth0-sources-{backend}.txt")

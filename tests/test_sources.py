@@ -9,6 +9,7 @@ import os
 import pytest
 
 from tests.harness.lab import wait_for
+from tests.test_service import nm  # noqa: F401 - the NetworkManager sandbox fixture
 
 SERVICE = 8080
 BOUND = ("10.77.1.3", "fd77:1::3")  # the peer's second address, bound by source
@@ -117,91 +118,81 @@ EXCEPTION = "org.fedoraproject.FirewallD1.Exception"
 
 
 @pytest.mark.parametrize("backend", ["iptables", "nftables"])
-def test_sources_bound_over_dbus_as_firewalld_binds_them(tmp_path, backend):
+def test_sources_bound_over_dbus_as_firewalld_binds_them(nm, backend):  # noqa: F811
     """addSource / getZoneOfSource / removeSource with firewalld's replies and error codes,
     probes agreeing; podman's calls answered; a reload forgets runtime sources."""
-    from tests.harness.nm_sandbox import NMSandbox
-    from tests.test_nm import NEEDS_NM, connect_in_zone, write_settings
-    from tests.test_service import ZONE, Monitor, call, error, reload_bus_config
+    from tests.test_nm import connect_in_zone, write_settings
+    from tests.test_service import ZONE, Monitor, call, error
 
-    if NEEDS_NM:
-        pytest.skip("needs root and NetworkManager")
-    nm = NMSandbox(str(tmp_path / "sandbox"))
-    nm.start()
-    try:
-        nm.install_hook()
-        reload_bus_config(nm)
-        write_settings(nm, f"backend: {backend}\n")
-        nm.serve()
-        link = connect_in_zone(nm, "block")
-        bound = ("10.78.1.3", "fd78:1::3")
-        for address, prefix in ((bound[0], 24), (bound[1], 64)):
-            _peer_address(nm, link, address, prefix)
+    write_settings(nm, f"backend: {backend}\n")
+    nm.serve()
+    link = connect_in_zone(nm, "block")
+    bound = ("10.78.1.3", "fd78:1::3")
+    for address, prefix in ((bound[0], 24), (bound[1], 64)):
+        _peer_address(nm, link, address, prefix)
 
-        def reach() -> list[str]:
-            return nm.probe(
-                [
-                    {"kind": "tcp", "address": target, "port": 8080, "source": source}
-                    for sources in (bound, (link.peer_ipv4, link.peer_ipv6))
-                    for target, source in zip((link.ipv4, link.ipv6), sources, strict=True)
-                ]
-            )
+    def reach() -> list[str]:
+        return nm.probe(
+            [
+                {"kind": "tcp", "address": target, "port": 8080, "source": source}
+                for sources in (bound, (link.peer_ipv4, link.peer_ipv6))
+                for target, source in zip((link.ipv4, link.ipv6), sources, strict=True)
+            ]
+        )
 
-        assert reach() == ["rejected"] * 4
-        monitor = Monitor(nm)
-        assert call(nm, f"{ZONE}.addSource", "trusted", bound[0]) == "('trusted',)"
-        monitor.wait_for(f"SourceAdded ('trusted', '{bound[0]}')")
-        assert call(nm, f"{ZONE}.addSource", "trusted", f"{bound[1]}/128") == "('trusted',)"
-        assert call(nm, f"{ZONE}.getZoneOfSource", f"{bound[0]}/32") == "('trusted',)"
-        assert call(nm, f"{ZONE}.querySource", "trusted", bound[0]) == "(true,)"
-        assert call(nm, f"{ZONE}.querySource", "", bound[0]) == "(false,)"  # the default zone
-        assert call(nm, f"{ZONE}.getSources", "trusted") == (f"(['{bound[0]}', '{bound[1]}/128'],)")
-        assert reach() == ["accepted", "accepted", "rejected", "rejected"]
-        status = nm.nm_zones("status").stdout
-        assert f"{bound[0]}/32 trusted" in status and f"{bound[1]}/128 trusted" in status
-        assert error(nm, f"{ZONE}.addSource", "trusted", bound[0]) == (
-            f"{EXCEPTION}: ZONE_ALREADY_SET: '{bound[0]}' already bound to 'trusted'"
-        )
-        assert error(nm, f"{ZONE}.addSource", "home", bound[0]) == (
-            f"{EXCEPTION}: ZONE_CONFLICT: '{bound[0]}' already bound to a zone"
-        )
-        assert error(nm, f"{ZONE}.addSource", "trusted", "10.0.0.1 -j ACCEPT") == (
-            f"{EXCEPTION}: INVALID_ADDR: 10.0.0.1 -j ACCEPT"
-        )
-        assert error(nm, f"{ZONE}.addSource", "nosuch", bound[0]) == (
-            f"{EXCEPTION}: INVALID_ZONE: nosuch"
-        )
-        assert error(nm, f"{ZONE}.removeSource", "", "10.9.9.9") == (
-            f"{EXCEPTION}: UNKNOWN_SOURCE: '10.9.9.9' is not in any zone"
-        )
-        assert error(nm, f"{ZONE}.removeSource", "home", bound[0]) == (
-            f"{EXCEPTION}: ZONE_CONFLICT: remove_source(home, {bound[0]}): zos='trusted'"
-        )
-        # what podman (netavark) calls for its subnet
-        assert call(nm, f"{ZONE}.getZoneOfSource", "10.88.0.0/16") == "('',)"
-        assert call(nm, f"{ZONE}.changeZoneOfSource", "trusted", "10.88.0.0/16") == ("('trusted',)")
-        assert call(nm, f"{ZONE}.getZoneOfSource", "10.88.0.0/16") == "('trusted',)"
-        assert call(nm, f"{ZONE}.removeSource", "trusted", "10.88.0.0/16") == "('trusted',)"
-        # a change of zone moves the source at once; removing it gives the interface's zone
-        assert call(nm, f"{ZONE}.changeZoneOfSource", "drop", bound[0]) == "('drop',)"
-        monitor.wait_for(f"ZoneOfSourceChanged ('drop', '{bound[0]}')")
-        assert reach()[0] == "dropped"
-        assert call(nm, f"{ZONE}.removeSource", "", bound[0]) == "('drop',)"
-        monitor.wait_for(f"SourceRemoved ('drop', '{bound[0]}')")
-        assert reach() == ["rejected", "accepted", "rejected", "rejected"]
-        nm.nm_zones("reload")
-        assert call(nm, f"{ZONE}.getZoneOfSource", bound[1]) == "('',)"
-        assert reach() == ["rejected"] * 4
-    finally:
-        nm.stop()
+    assert reach() == ["rejected"] * 4
+    monitor = Monitor(nm)
+    assert call(nm, f"{ZONE}.addSource", "trusted", bound[0]) == "('trusted',)"
+    monitor.wait_for(f"SourceAdded ('trusted', '{bound[0]}')")
+    assert call(nm, f"{ZONE}.addSource", "trusted", f"{bound[1]}/128") == "('trusted',)"
+    assert call(nm, f"{ZONE}.getZoneOfSource", f"{bound[0]}/32") == "('trusted',)"
+    assert call(nm, f"{ZONE}.querySource", "trusted", bound[0]) == "(true,)"
+    assert call(nm, f"{ZONE}.querySource", "", bound[0]) == "(false,)"  # the default zone
+    assert call(nm, f"{ZONE}.getSources", "trusted") == (f"(['{bound[0]}', '{bound[1]}/128'],)")
+    assert reach() == ["accepted", "accepted", "rejected", "rejected"]
+    status = nm.nm_zones("status").stdout
+    assert f"{bound[0]}/32 trusted" in status and f"{bound[1]}/128 trusted" in status
+    assert error(nm, f"{ZONE}.addSource", "trusted", bound[0]) == (
+        f"{EXCEPTION}: ZONE_ALREADY_SET: '{bound[0]}' already bound to 'trusted'"
+    )
+    assert error(nm, f"{ZONE}.addSource", "home", bound[0]) == (
+        f"{EXCEPTION}: ZONE_CONFLICT: '{bound[0]}' already bound to a zone"
+    )
+    assert error(nm, f"{ZONE}.addSource", "trusted", "10.0.0.1 -j ACCEPT") == (
+        f"{EXCEPTION}: INVALID_ADDR: 10.0.0.1 -j ACCEPT"
+    )
+    assert error(nm, f"{ZONE}.addSource", "nosuch", bound[0]) == (
+        f"{EXCEPTION}: INVALID_ZONE: nosuch"
+    )
+    assert error(nm, f"{ZONE}.removeSource", "", "10.9.9.9") == (
+        f"{EXCEPTION}: UNKNOWN_SOURCE: '10.9.9.9' is not in any zone"
+    )
+    assert error(nm, f"{ZONE}.removeSource", "home", bound[0]) == (
+        f"{EXCEPTION}: ZONE_CONFLICT: remove_source(home, {bound[0]}): zos='trusted'"
+    )
+    # what podman (netavark) calls for its subnet
+    assert call(nm, f"{ZONE}.getZoneOfSource", "10.88.0.0/16") == "('',)"
+    assert call(nm, f"{ZONE}.changeZoneOfSource", "trusted", "10.88.0.0/16") == ("('trusted',)")
+    assert call(nm, f"{ZONE}.getZoneOfSource", "10.88.0.0/16") == "('trusted',)"
+    assert call(nm, f"{ZONE}.removeSource", "trusted", "10.88.0.0/16") == "('trusted',)"
+    # a change of zone moves the source at once; removing it gives the interface's zone
+    assert call(nm, f"{ZONE}.changeZoneOfSource", "drop", bound[0]) == "('drop',)"
+    monitor.wait_for(f"ZoneOfSourceChanged ('drop', '{bound[0]}')")
+    assert reach()[0] == "dropped"
+    assert call(nm, f"{ZONE}.removeSource", "", bound[0]) == "('drop',)"
+    monitor.wait_for(f"SourceRemoved ('drop', '{bound[0]}')")
+    assert reach() == ["rejected", "accepted", "rejected", "rejected"]
+    nm.nm_zones("reload")
+    assert call(nm, f"{ZONE}.getZoneOfSource", bound[1]) == "('',)"
+    assert reach() == ["rejected"] * 4
 
 
-def _peer_address(nm, link, address: str, prefix: int) -> None:
+def _peer_address(sandbox, link, address: str, prefix: int) -> None:
     """A second address on the peer's end of the link."""
     import subprocess
 
     subprocess.run(
-        ["ip", "netns", "exec", nm.peer, "ip", "addr", "add", f"{address}/{prefix}"]
+        ["ip", "netns", "exec", sandbox.peer, "ip", "addr", "add", f"{address}/{prefix}"]
         + ["dev", link.peer_name]
         + (["nodad"] if ":" in address else []),
         check=True,
