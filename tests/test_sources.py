@@ -150,6 +150,8 @@ def test_sources_bound_over_dbus_as_firewalld_binds_them(nm, backend):  # noqa: 
     assert call(nm, f"{ZONE}.querySource", "", bound[0]) == "(false,)"  # the default zone
     assert call(nm, f"{ZONE}.getSources", "trusted") == (f"(['{bound[0]}', '{bound[1]}/128'],)")
     assert reach() == ["accepted", "accepted", "rejected", "rejected"]
+    active = call(nm, f"{ZONE}.getActiveZones")
+    assert f"'trusted': {{'sources': ['{bound[0]}', '{bound[1]}/128']}}" in active
     status = nm.nm_zones("status").stdout
     assert f"{bound[0]}/32 trusted" in status and f"{bound[1]}/128 trusted" in status
     assert error(nm, f"{ZONE}.addSource", "trusted", bound[0]) == (
