@@ -6,7 +6,7 @@
 _nm_zones_shipped_dirs="/usr/share/nm-zones"
 
 _nm_zones_commands="zones show services check plan apply remove status allow revoke log reload
-gc assign default-zone enable disable serve install"
+gc assign default-zone networks enable disable panic serve install"
 
 # NAME for each NAME.yaml in the shipped and the admin's SUBDIR (zones.d, services.d).
 _nm_zones_yaml_names() {
@@ -44,6 +44,12 @@ _nm_zones_interfaces() {
     local link
     for link in /sys/class/net/*; do
         [[ -e $link ]] && printf '%s\n' "${link##*/}"
+    done
+}
+
+_nm_zones_networks() {
+    "$1" networks 2>/dev/null | while read -r id _; do
+        [[ $id == [0-9a-z]* && $id != no ]] && printf '%s\n' "$id"
     done
 }
 
@@ -100,7 +106,8 @@ _nm_zones() {
 
     local options="--help"
     case $command in
-        zones | show | services | status) options+=" --json" ;;
+        zones | show | services | status | networks) options+=" --json" ;;
+        assign) options+=" --profile" ;;
         default-zone) options+=" --wired --wireless" ;;
         install) options+=" --root --uninstall" ;;
         allow) options+=" --zone --interface --for --permanent" ;;
@@ -131,8 +138,18 @@ _nm_zones() {
             fi
             ;;
         default-zone) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_zones "$program") ;;
+        networks)
+            if ((n == 0)); then
+                COMPREPLY=($(compgen -W "forget rename zone" -- "$cur"))
+            elif ((n == 1)); then
+                _nm_zones_reply "$cur" < <(_nm_zones_networks "$program")
+            elif ((n == 2)) && [[ ${positionals[0]} == zone ]]; then
+                _nm_zones_reply "$cur" < <(_nm_zones_zones "$program")
+            fi
+            ;;
         status | log) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_interfaces) ;;
         allow | revoke) ((n == 0)) && _nm_zones_reply "$cur" < <(_nm_zones_services "$program") ;;
+        panic) ((n == 0)) && COMPREPLY=($(compgen -W "on off" -- "$cur")) ;;
     esac
     return 0
 }

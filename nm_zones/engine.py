@@ -8,7 +8,8 @@ binding -> the zone's compiled plan (ruleset/cache.py) -> kernel -> state, with 
   any table that another program changed, before it commits anything itself;
 - every transition is journaled: an interface is marked `applying` or `removing` in the state
   before its commits, `disable` writes its flag first, so any later run finishes or repairs
-  an interrupted one;
+  an interrupted one; panic mode's flag is written before its commits and removed after
+  them, so a run cut anywhere in `panic on` or `panic off` ends in panic mode;
 - errors stay with their interface: one that cannot be committed is marked degraded and the
   others are still repaired, collected and reloaded;
 - nothing is committed when the compiled rules equal what was applied and the kernel still
@@ -17,8 +18,10 @@ binding -> the zone's compiled plan (ruleset/cache.py) -> kernel -> state, with 
 
 from __future__ import annotations
 
+import os
 import time
 
+from .backends import panic_recorded
 from .digest import fingerprint
 from .errors import KernelError, UsageError, unknown_zone
 from .ifname import chain_token, check_interface, interface_index, matches_exempt
@@ -38,6 +41,7 @@ from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"
 REASON_NM = REASON_PROFILE
+PANIC_WORD = "panic mode"  # what change records and `status` call it
 # a caller on the bus named the zone (Docker for docker0, libvirt for virbr0): such a claim
 # binds even an interface that exempt-interfaces names, since exemption is for interfaces
 # nobody claims
@@ -381,8 +385,10 @@ class Engine:
 
     def begin(self, state: State) -> bool:
         """What every run does first, under the state lock: while nm-zones is disabled, it
-        finishes an interrupted disable and says False; else prepare(), and True."""
-        if self.paths.disabled:
+        finishes an interrupted disable and says False; else prepare(), and True. Panic
+        mode outranks the disabled flag (`disable` refuses while it is on): a flag found
+        beside it waits until panic mode is off, as lifting panic mode would fail open."""
+        if self.paths.disabled and not self.panic:
             self.finish_disable(state)
             return False
         self.prepare(state)
@@ -397,6 +403,7 @@ class Engine:
             self.degraded = True
         self.move_backend(state)
         self.reconcile(state)
+        self.match_panic(state)
         self.collect_garbage(state)
         self.repair(state)
         try:
@@ -405,6 +412,48 @@ class Engine:
             self.failed("catch-all", state, error)
         if state.allowances:
             self.expire_allowances(state)
+
+    # -- panic mode ----------------------------------------------------------------------
+
+    @property
+    def panic(self) -> bool:
+        """Panic mode is on: every packet but loopback's dropped, whatever the zones say."""
+        return self.paths.panic
+
+    def set_panic(self, state: State, on: bool, reason: str) -> Change | None:
+        """Panic mode on or off, in one commit per table (one nftables transaction); None
+        when it already is so. Journaled: the tables are marked unknown first, the flag is
+        written before the commit and removed after it, so a run cut anywhere is finished by
+        the next one in panic mode (reconcile rebuilds the unknown tables with it)."""
+        if on == self.panic and on == panic_recorded(state.kernel):
+            return None
+        started = time.monotonic()
+        self.save(state, committing=self.backend.panic_keys())
+        if on:
+            from .files import write_atomically
+
+            text = b"panic mode is on; `nm-zones panic off` ends it\n"
+            write_atomically(self.paths.panic_flag, text, 0o600)
+        self.backend.panic(on)
+        if not on:
+            try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
+                os.unlink(self.paths.panic_flag)
+            except FileNotFoundError:
+                pass
+        self.save(state)
+        old, new = ("", PANIC_WORD) if on else (PANIC_WORD, "")
+        return self._changed(Change("*", old, new, reason, "", _ms(started)))
+
+    def match_panic(self, state: State) -> None:
+        """The kernel made to hold panic mode exactly while its flag is there: an
+        interrupted `panic on` is finished, a flag removed by hand lifts it."""
+        if self.panic == panic_recorded(state.kernel):
+            return
+        why = "finishing an interrupted panic on" if self.panic else "panic flag gone"
+        try:
+            self.set_panic(state, self.panic, why)
+        except KernelError as error:
+            self.failed(PANIC_WORD, state, error)
 
     def expire_allowances(self, state: State) -> None:
         """Runtime allowances past their deadline (the kernel already ignores their rules)
@@ -512,7 +561,7 @@ class Engine:
             if interface_digest(name, usable, allowed) != binding.digest:
                 binding.digest = ""  # its other tables may be older: apply it whole again
             plans.append(interface_plan(self.compiled, name, usable, allowed))
-        self.backend.rebuild(key, plans)
+        self.backend.rebuild(key, plans, self.panic)
         self._keep_entries()
         self.save(state)
         if not changed:
@@ -636,7 +685,9 @@ class Engine:
                     self.warn(f"{name}: zone {zone!r} no longer exists; moving to default-zone")
                     zone, reason = self.compiled.default_zone, "default-zone"
             else:
-                decision = self.decide(connection)
+                from .networks.zone import recorded  # an identified network keeps its zone
+
+                decision = recorded(self, name, connection, self.decide(connection), binding)
                 zone, reason = decision.zone, decision.reason
             try:
                 self.apply_interface(name, zone, reason, connection, state)

@@ -2,12 +2,23 @@
 
 Every zone's first rule accepts established traffic, so a switch by itself changes only what
 happens to new connections. After a switch commits, nm-zones therefore looks at the conntrack
-table for flows that entered through the interface, and deletes each one the new zone would
+table for flows that entered through the interface, and ends each one the new zone would
 refuse if it were new: its protocol, destination port or ICMP type, and for forwarded flows
-the zone's forward rules and port forwarding. The next packet of a deleted flow is a new
-packet to the kernel and meets the new zone's rules. Kept: flows the new zone allows, and
-flows this host opened (outgoing, and their replies). `end-forbidden-flows: false` in
-nm-zones.yaml keeps every flow, as firewalld does.
+the zone's forward rules and port forwarding. Kept: flows the new zone allows, and flows this
+host opened (outgoing, and their replies). `end-forbidden-flows: false` in nm-zones.yaml
+keeps every flow, as firewalld does.
+
+Ending a flow is not deleting its entry. The next packet of a deleted flow is new to the
+kernel, and when this host sends it (a window probe to a peer that holds a download at zero
+window, a window update while the peer uploads, data a server pushes), conntrack takes the
+flow for one this host opened, and the peer's packets pass as its replies. So the entry
+stays, labeled (conntrack label ENDED_LABEL, ruleset/layout.py), and the first rule of every
+zone's input and forward chain drops the packets of labeled flows, whichever side sends them
+and whichever bound interface they come in by. The entry lives as long as either side sends
+(every packet, dropped or not, refreshes it), so a peer cannot outwait it. A TCP connection
+to this host is aborted too (sock_diag SOCK_DESTROY, sockdiag.py; the peer gets a reset), so
+nothing here sends on it once the entry has expired. A label rather than a connmark bit:
+VPN clients and container runtimes set the whole ct mark of flows for themselves.
 
 Cost. The look happens only when the switch tightens: when some packet the old zone accepted
 as new is refused by the new one (`tightens`, on the compiled plans, microseconds). A switch
@@ -36,14 +47,26 @@ forwarding) and the interface's input chain (to this host) or forward chain (rou
 it). A match this module does not know is read the strict way: an ACCEPT rule with it does
 not match, a REJECT or DROP rule with it does.
 
-A limit: a TCP flow whose next packet comes from this host (a server that pushes data) is
-picked up again by conntrack as one this host opened, and goes on: conntrack cannot refuse
-it, and the zone's rules filter only what comes in.
+What is guaranteed, and what is not. No packet of a flow a switch ended is accepted by a
+zone's chains again, either way, while its entry lives; a TCP connection to this host is gone
+for good. Not covered: (1) on a kernel without CONFIG_INET_DIAG_DESTROY the socket stays; if
+both sides then stay silent longer than conntrack keeps the entry (5 days established, a
+minute half-closed), this host's next packet starts a flow conntrack counts as its own.
+(2) A connectionless flow to this host (UDP) or a forwarded flow, once its entry expired or
+was deleted by another program (`conntrack -F`), is new again: what this host (or a host
+behind it whose zone lets it open flows) sends next is a flow it opens, as any outgoing one.
+(3) What this host itself sends on an ended flow leaves (zones filter what comes in); and a
+forwarded flow's packets coming back through an exempt interface (a container bridge) are
+left to that interface's own rules. (4) An entry made while no rule used labels (flows
+older than nm-zones' first run after an upgrade, or opened while it was disabled) has no
+room for a label: a TCP
+connection to this host is then deleted and its socket aborted (ended), any other such flow
+only deleted; the switch says so, counts it as not ended, and exits 1.
 """
 
 from __future__ import annotations
 
-from .ruleset.layout import FAMILIES, FORWARD_OUT, IP_PROTOCOLS
+from .ruleset.layout import ENDED_LABEL, FAMILIES, FORWARD_OUT, IP_PROTOCOLS
 
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 SETTING = "end-forbidden-flows"
@@ -52,6 +75,7 @@ PORT_PROTOCOLS = {6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
 ICMP_MATCHES = {"icmp": ("icmp-type", 1), "icmp6": ("icmpv6-type", 58)}
 # include/uapi/linux/netfilter/nf_conntrack_common.h
 IPS_EXPECTED, IPS_SRC_NAT, IPS_DST_NAT = 1 << 0, 1 << 4, 1 << 5
+ENDED_BIT = 1 << int(ENDED_LABEL)  # as pyroute2 reads and writes CTA_LABELS
 AF_INET6 = 10  # socket.AF_INET6 on Linux (this module is imported by every switch: no socket)
 
 
@@ -66,9 +90,13 @@ def after_switch(compiled, interface: str, before: str, after) -> tuple[int, str
     if not conntrack_has_entries() or not routed_through(interface):
         return 0, ""
     try:
-        return end_forbidden_flows(interface, old, after), ""
+        ended, problems = end_forbidden_flows(interface, old, after)
     except Exception as error:  # the rules are committed: report, never undo them
         return 0, f"could not end the open flows zone {after.name!r} forbids: {error}"
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return ended, f"not every open flow zone {after.name!r} forbids ended: {problems[0]}{more}"
+    return ended, ""
 
 
 def conntrack_has_entries() -> bool:
@@ -244,6 +272,8 @@ def _matches(spec: tuple, packet: Packet) -> bool | None:
                 found = value.isdigit() and packet.icmp_type == int(value)
             elif name == "limit":
                 found = True  # only ever on LOG rules, which decide nothing
+            elif name == "connlabel":
+                found = False  # a flow's first packet carries no label yet
             else:
                 return None
             if found is None or not found:
@@ -296,7 +326,7 @@ def translation(specs: tuple, packet: Packet) -> tuple | None:
 class Flow:
     """One conntrack entry: its original and reply tuples as this module needs them."""
 
-    __slots__ = ("family", "master", "orig", "proto", "reply", "status", "zone")
+    __slots__ = ("family", "labels", "master", "orig", "proto", "reply", "status", "zone")
 
     def __init__(self, family: int, message):
         self.family = family
@@ -307,6 +337,8 @@ class Flow:
         self.proto = self.orig["CTA_PROTO_NUM"]
         self.status = message.get_attr("CTA_STATUS") or 0
         self.zone = message.get_attr("CTA_ZONE")
+        labels = message.get_attr("CTA_LABELS") or 0  # sent only when some label is set
+        self.labels = labels if isinstance(labels, int) else 0
 
     def key(self) -> tuple:
         return tuple(sorted(self.orig.items()))
@@ -384,10 +416,11 @@ class Host:
         return self.routed_here(source, destination if self.is_local(destination) else None)
 
 
-def end_forbidden_flows(interface: str, old, new) -> int:
-    """Delete the conntrack entries of flows that entered through `interface` and that zone
+def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
+    """Label the conntrack entries of flows that entered through `interface` and that zone
     plan `new` refuses as new (`old`: the zone before, whose port forwarding may explain a
-    flow's address translation). Returns how many were deleted."""
+    flow's address translation), and abort their local TCP sockets. Returns how many flows
+    ended, and what kept others from ending for good."""
     import socket
 
     from pyroute2 import IPRoute
@@ -397,8 +430,8 @@ def end_forbidden_flows(interface: str, old, new) -> int:
 
     ifindex = interface_index(interface)
     if not ifindex:
-        return 0
-    ended = 0
+        return 0, []
+    ended, problems = 0, []
     with IPRoute() as ipr:
         host = Host(ipr, ifindex)
         for family, address_family in (("ipv4", socket.AF_INET), ("ipv6", socket.AF_INET6)):
@@ -407,10 +440,13 @@ def end_forbidden_flows(interface: str, old, new) -> int:
                 flows = [Flow(address_family, message) for message in conntrack.dump()]
                 doomed = forbidden(flows, family, host, old, new)
                 for flow in doomed:
-                    ended += _delete(conntrack, NFCTAttrTuple, flow)
+                    done, problem = _end(conntrack, NFCTAttrTuple, flow, host)
+                    ended += done
+                    if problem:
+                        problems.append(problem)
             finally:
                 conntrack.close()
-    return ended
+    return ended, problems
 
 
 def forbidden(flows: list, family: str, host: Host, old, new) -> list:
@@ -482,14 +518,68 @@ def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
     return not accepts(chain(new, family, "filter", "in" if inbound else "fwd"), first)
 
 
-def _delete(conntrack, attr_tuple, flow: Flow) -> int:
-    """Delete one entry by its original tuple; 0 when it went away by itself meanwhile."""
+def _end(conntrack, attr_tuple, flow: Flow, host: Host) -> tuple[int, str]:
+    """End one flow: label its entry (the zones' chains drop its packets from now on, either
+    way), and abort the local socket of a TCP connection to this host (nothing here sends
+    on it again, even once the entry has expired). Returns (1 when the flow ended here,
+    else 0; what went wrong, or "")."""
+    import errno
+    import ipaddress
+
     from pyroute2.netlink.exceptions import NetlinkError
 
+    if flow.labels & ENDED_BIT:
+        return 0, ""  # ended by an earlier switch: still labeled
+    request = {"tuple_orig": _orig_tuple(attr_tuple, flow)}
+    if flow.zone:
+        request["zone"] = flow.zone
+    labeled = True
+    try:
+        conntrack.entry("set", labels=ENDED_BIT, labels_mask=ENDED_BIT, **request)
+    except NetlinkError as error:
+        if error.code == errno.ENOENT:
+            return 0, ""  # it ended by itself
+        if error.code != errno.ENOSPC:
+            raise
+        # made while no rule used labels: no room for one. Deleted instead, the peer's next
+        # packet meets the new zone as a new flow; this host's would revive it, so only a
+        # TCP connection whose socket is aborted below counts as ended
+        labeled = False
+        try:
+            conntrack.entry("del", **request)
+        except NetlinkError as deleting:
+            if deleting.code != errno.ENOENT:
+                raise
+    why = "not a TCP connection to this host"
+    if flow.proto == 6 and host.is_local(ipaddress.ip_address(flow.reply_source())):
+        from .sockdiag import destroy_tcp
+
+        reply = flow.reply
+        try:  # aborted now, or gone before: nothing here sends on it again
+            destroy_tcp(
+                flow.reply_source(),
+                reply["CTA_PROTO_SRC_PORT"],
+                reply.get("CTA_IP_V4_DST") or reply["CTA_IP_V6_DST"],
+                reply["CTA_PROTO_DST_PORT"],
+                host.ifindex,  # a link-local connection is bound to its link
+            )
+            return 1, ""
+        except OSError as error:  # EOPNOTSUPP: the label (if any) still holds while it lives
+            why = f"cannot abort its socket: {error.strerror or error}"
+    if labeled:
+        return 1, ""
+    return 0, (
+        f"{flow.source()} -> {flow.destination()} predates nm-zones' label rules and could"
+        f" only be deleted ({why})"
+    )
+
+
+def _orig_tuple(attr_tuple, flow: Flow):
+    """The flow's original tuple, as conntrack requests name an entry."""
     orig = flow.orig
     v4 = flow.family != AF_INET6
     icmp = "CTA_PROTO_ICMP_" if v4 else "CTA_PROTO_ICMPV6_"
-    tuple_orig = attr_tuple(
+    return attr_tuple(
         family=flow.family,
         saddr=flow.source(),
         daddr=flow.destination(),
@@ -500,13 +590,3 @@ def _delete(conntrack, attr_tuple, flow: Flow) -> int:
         icmp_type=orig.get(icmp + "TYPE"),
         icmp_code=orig.get(icmp + "CODE"),
     )
-    try:
-        if flow.zone:
-            conntrack.entry("del", tuple_orig=tuple_orig, zone=flow.zone)
-        else:
-            conntrack.entry("del", tuple_orig=tuple_orig)
-    except NetlinkError as error:
-        if error.code == 2:  # ENOENT: it ended by itself
-            return 0
-        raise
-    return 1

@@ -14,24 +14,30 @@ class Paths:
     a dataclass costs more than the rest of the module.
     """
 
-    __slots__ = ("config", "shipped", "state")
+    __slots__ = ("config", "data", "shipped", "state")
 
     def __init__(
         self,
         shipped: str = SHIPPED_DIR,
         config: str = "/etc/nm-zones",
         state: str = "/run/nm-zones",
+        data: str = "/var/lib/nm-zones",
     ):
         self.shipped, self.config, self.state = shipped, config, state
+        self.data = data  # what nm-zones learns and keeps across reboots (known networks)
 
     def __repr__(self) -> str:
-        return f"Paths(shipped={self.shipped!r}, config={self.config!r}, state={self.state!r})"
+        return (
+            f"Paths(shipped={self.shipped!r}, config={self.config!r}, state={self.state!r}, "
+            f"data={self.data!r})"
+        )
 
     @classmethod
     def from_environment(cls) -> Paths:
         return cls(
             config=os.environ.get("NM_ZONES_CONFIG_DIR") or "/etc/nm-zones",
             state=os.environ.get("NM_ZONES_STATE_DIR") or "/run/nm-zones",
+            data=os.environ.get("NM_ZONES_DATA_DIR") or "/var/lib/nm-zones",
         )
 
     @property
@@ -49,6 +55,17 @@ class Paths:
         except OSError:
             return False
         return folder.st_uid in (0, os.geteuid()) and not folder.st_mode & 0o022
+
+    @property
+    def panic_flag(self) -> str:
+        """Kept in the state dir (root's, refused by every run when others can write it):
+        panic mode is a runtime emergency, gone after a reboot as firewalld's is."""
+        return os.path.join(self.state, "panic")
+
+    @property
+    def panic(self) -> bool:
+        """The flag counts whenever it is there: it can only make the firewall stricter."""
+        return os.path.lexists(self.panic_flag)
 
 
 def yaml_files(directory: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ import os
 from .digest import fingerprint
 from .files import read_trusted
 from .ifname import interface_index
+from .networks.identity import network_inputs
 from .paths import Paths, config_fingerprint
 
 QUICK_FILE = "quick"
@@ -49,7 +50,7 @@ def event_inputs(paths: Paths, env: dict) -> tuple | None:
         info.st_mtime_ns,
         info.st_ino,
     )
-    return (profile, config_fingerprint(paths))
+    return (profile, config_fingerprint(paths), network_inputs(paths, env))
 
 
 def nothing_changed(paths: Paths, interface: str, key: str) -> bool:

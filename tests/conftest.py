@@ -50,6 +50,7 @@ HOST_PLACES = (
     "/etc/nm-zones",
     "/run/nm-zones",
     "/etc/systemd/system",
+    "/var/lib/nm-zones",
 )
 
 

@@ -167,4 +167,6 @@ def test_completion_offers_zones_interfaces_and_connections(shell):
     assert shell("nm-zones", "apply", "lo", "home", "") == []  # nothing after the zone
     assert shell("nm-zones", "assign", "") == ["Cafe\\ Wi-Fi", "Home"]
     assert shell("nm-zones", "assign", "Home", "b") == ["block"]
+    assert shell("nm-zones", "networks", "") == ["forget", "rename", "zone"]
+    assert shell("nm-zones", "networks", "zone", "3f2a9c1b07", "ho", shipped=shipped) == ["home"]
     assert shell("nm-zones", "install", "--root", "/us") == ["/usr"]

@@ -171,6 +171,18 @@ def _kernel_as_state_says(lab) -> None:
     assert status(lab).returncode == 0, status(lab).stdout
 
 
+def killed_after(lab, argv: list[str], after: int) -> bool:
+    """Run Python with `argv` in the zoned host, SIGKILLed right after its `after`th commit;
+    whether it was (False: it made fewer commits, which the first cut must not find)."""
+    result = lab.run(
+        lab.zoned, [PYTHON, *argv], check=False, NM_ZONES_FAULTS=f"kill-after-commit={after}"
+    )
+    if result.returncode == -9:
+        return True
+    assert after > 1, "the run made no commit at all"
+    return False
+
+
 @pytest.mark.both_backends
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_a_kill_after_each_commit_is_finished_by_the_next_run(lab, run):
@@ -190,14 +202,7 @@ def test_a_kill_after_each_commit_is_finished_by_the_next_run(lab, run):
         lab.nm_zones("apply", "vz2", "home")
         if run.startswith("reload"):
             write_zone(lab, "lab", "services: [ssh, mdns]\nmasquerade: true\n")
-        killed = lab.run(
-            lab.zoned,
-            [PYTHON, *RUNS[run]],
-            check=False,
-            NM_ZONES_FAULTS=f"kill-after-commit={after}",
-        )
-        if killed.returncode != -9:
-            assert after > 1, "the run made no commit at all"
+        if not killed_after(lab, RUNS[run], after):
             break  # the run made fewer commits than `after`: every cut has been tried
         follow = next_runs[after % len(next_runs)]
         lab.run(lab.zoned, [PYTHON, *follow], check=False)

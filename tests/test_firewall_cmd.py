@@ -28,6 +28,13 @@ SAME = (
     ("--set-default-zone=public",),
     ("--reload",),
     ("--state",),  # the Properties interface (doors/firewalld_props.py)
+    ("--query-panic",),
+    ("--panic-on",),
+    ("--query-panic",),
+    ("--panic-on",),  # a warning, ALREADY_ENABLED
+    ("--panic-off",),
+    ("--panic-off",),  # a warning, NOT_ENABLED
+    ("--query-panic",),
 )
 NOT_YET = (
     ("--get-active-zones",),  # nm-zones also lists the default zone with no interface
@@ -37,7 +44,6 @@ NOT_YET = (
     ("--zone=home", "--list-services"),
     ("--zone=home", "--query-service=ssh"),
     ("--zone=home", "--add-port=8080/tcp"),
-    ("--query-panic",),
 )
 COMMANDS = SAME + NOT_YET
 

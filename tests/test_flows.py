@@ -17,6 +17,7 @@ import time
 import pytest
 from pyroute2 import NetNS, netns
 
+from nm_zones.config.model import Settings
 from nm_zones.flows import Packet, accepts, tightens, translation
 from nm_zones.paths import Paths
 from nm_zones.ruleset.cache import load as load_compiled
@@ -409,30 +410,30 @@ def test_a_bad_settings_file_is_named_with_its_line_and_key(tmp_path, text, mess
     assert len(result.stderr.splitlines()) == 1
 
 
+SHIPPED_SETTINGS = Settings().plain()  # every key at its default
+
+
 def test_a_huge_settings_file_is_refused_and_the_shipped_settings_hold(tmp_path):
     result = check(tmp_path, "end-forbidden-flows: false\n" + "#" * (2 << 20) + "\n")
     assert result.returncode == 2
     assert "nm-zones.yaml:1: file is larger than 1 MiB" in result.stderr
     paths = Paths(config=str(tmp_path / "etc"), state=str(tmp_path / "state"))
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == SHIPPED_SETTINGS
 
 
 def test_the_setting_travels_in_the_compiled_config(tmp_path):
     paths = Paths(config=str(tmp_path / "etc"), state=str(tmp_path / "state"))
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == SHIPPED_SETTINGS
     assert check(tmp_path, "end-forbidden-flows: false\n").returncode == 0
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": False, "backend": "auto"}
+    assert load_compiled(paths, False).settings["end-forbidden-flows"] is False
     assert check(tmp_path, "").returncode == 0  # empty: every default
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == SHIPPED_SETTINGS
     assert check(tmp_path, "end-forbidden-flows: 1\n").returncode == 2  # broken: the shipped
-    assert load_compiled(paths, False).settings == {"end-forbidden-flows": True, "backend": "auto"}
+    assert load_compiled(paths, False).settings == SHIPPED_SETTINGS
     if os.geteuid() == 0:  # root reads only admin files others cannot change
         assert check(tmp_path, "end-forbidden-flows: false\n").returncode == 0
         os.chmod(tmp_path / "etc" / "nm-zones.yaml", 0o666)
-        assert load_compiled(paths, False).settings == {
-            "end-forbidden-flows": True,
-            "backend": "auto",
-        }
+        assert load_compiled(paths, False).settings == SHIPPED_SETTINGS
 
 
 def test_the_change_record_says_how_many_flows_were_ended():

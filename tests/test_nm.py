@@ -153,7 +153,7 @@ def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
     uuid = nm.add_connection(link, "lan", "connection.permissions", "user:alice")
     nm.nmcli("connection", "up", "lan")
     nm.wait_zone(link.name, "public")
-    result = nm.nm_zones("assign", "lan", "trusted")
+    result = nm.nm_zones("assign", "lan", "trusted", "--profile")  # no network identified
     assert "ethz0: public -> trusted (map: uuid)" in result.stdout
     assert "can be edited by non-admins" in result.stderr
     assert f"'{uuid}': trusted" in nm.sh("cat /etc/nm-zones/connections-map.yaml").stdout
@@ -169,7 +169,7 @@ def test_assign_switches_an_active_connection_at_once(nm):
     nm.add_connection(link, "cafe")
     nm.nmcli("connection", "up", "cafe")
     nm.wait_zone(link.name, "public")
-    out = nm.nm_zones("assign", "cafe", "block").stdout
+    out = nm.nm_zones("assign", "cafe", "block", "--profile").stdout
     assert out.strip() == "ethz0: public -> block (nmcli connection.zone) connection 'cafe'"
     assert nm.zone_of(link.name) == "block"
     assert nm.nmcli("-g", "connection.zone", "connection", "show", "cafe").stdout.strip() == "block"

@@ -73,7 +73,9 @@ def test_public_plan_says_what_the_zone_means():
     both = parts(plan("eth0", "public"))
     for family, text in both.items():
         rules = [line for line in text.splitlines() if line.startswith("-A nmz-if-eth0-in ")]
-        assert rules[0].endswith("-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+        # flows a switch ended (labeled) are dropped before established ones are accepted
+        assert rules[0] == '-A nmz-if-eth0-in -m connlabel --label "127" -j DROP'
+        assert rules[1].endswith("-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
         assert "-A nmz-if-eth0-in -p tcp -m tcp --dport 22 -j ACCEPT" in rules
         icmp = "icmp" if family == "ipv4" else "ipv6-icmp"
         assert f"-A nmz-if-eth0-in -p {icmp} -j ACCEPT" in rules

@@ -616,7 +616,8 @@ def test_install_writes_the_bus_policy_polkit_actions_and_the_service_unit(tmp_p
     with open(os.path.join(root, "usr/share/polkit-1/actions/org.nm-zones.policy")) as stream:
         actions = stream.read()
     assert 'id="org.nm-zones.assign"' in actions and 'id="org.nm-zones.configure"' in actions
-    assert actions.count("<allow_active>auth_admin_keep</allow_active>") == 2
+    assert 'id="org.nm-zones.panic"' in actions
+    assert actions.count("<allow_active>auth_admin_keep</allow_active>") == 3
     with open(os.path.join(root, "etc/systemd/system/nm-zones-serve.service")) as stream:
         unit = stream.read()
     assert "Conflicts=firewalld.service" in unit and "Before=NetworkManager.service" in unit

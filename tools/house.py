@@ -28,7 +28,7 @@ STAGES = (
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),
-    ("engine", ("engine", "state", "quick", "flows", "resolve")),
+    ("engine", ("engine", "state", "quick", "flows", "resolve", "networks")),
     ("doors", ("doors", "desktop", "cli", "event", "__main__", "__init__")),
 )
 

@@ -56,6 +56,21 @@ def differs(key, recorded) -> bool:
     return recorded is None or read_view(*key) != recorded
 
 
+def panic_recorded(views: dict) -> bool:
+    """Whether the views recorded after nm-zones' last commits (the state's) hold panic
+    mode: both families' filter tables, or nftables' table (no backend is loaded)."""
+    from ..ruleset.layout import FAMILIES, NFT_PANIC_CHAINS, PANIC_CHAINS, PANIC_TABLE
+
+    nft = (views.get((NFT_FAMILY, "nm-zones")) or {}).get("chains", {})
+    if nft:
+        return all(chain in nft for chain, _, _ in NFT_PANIC_CHAINS)
+    return all(
+        chain in (views.get((family, PANIC_TABLE)) or {})
+        for family in FAMILIES
+        for _, chain, _ in PANIC_CHAINS
+    )
+
+
 def choose(setting: str) -> list[str]:
     """The backends to try, in order, for the settings' `backend` word."""
     if setting == "nftables":

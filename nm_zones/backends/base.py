@@ -54,9 +54,20 @@ class Backend(Protocol):
     def remove_chains(self, owned: frozenset[str], previous_tables=None) -> None:
         """Take the named chains out (orphans of a lost state), with what leads to them."""
 
-    def rebuild(self, key: ViewKey, plans: list) -> None:
-        """Everything nm-zones has under `key`, rebuilt from `plans` (catch-all first) in
-        one commit: from whatever another program left straight to the intended state."""
+    def rebuild(self, key: ViewKey, plans: list, panic: bool = False) -> None:
+        """Everything nm-zones has under `key`, rebuilt from `plans` (catch-all first) and
+        panic mode's rules when `panic`, in one commit: from whatever another program left
+        straight to the intended state."""
+
+    def panic(self, on: bool) -> None:
+        """Panic mode's rules in (every packet but loopback's dropped, in, out and forwarded,
+        above every zone) or out, one commit per view key; nothing else changes."""
+
+    def panic_keys(self) -> set[ViewKey]:
+        """The view keys panic mode's rules live under."""
+
+    def holds_panic(self) -> bool | None:
+        """Whether the kernel holds panic mode's rules (None: cannot tell), for `status`."""
 
     def interface_tokens(self) -> set[str]:
         """The interface part of every `nmz-if-TOKEN-KIND` chain the kernel holds."""

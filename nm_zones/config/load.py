@@ -58,7 +58,9 @@ SETTINGS_KEYS = (
     "backend",
     "user-profile-zones",
     "user-editable-profiles",
+    "identify-networks",
 )
+IDENTIFY_NETWORKS = ("none", "wired", "all")
 BACKENDS = ("auto", "iptables", "nftables")
 FORWARD_TARGETS = ("accept", "reject", "drop")
 
@@ -480,6 +482,7 @@ def load_settings(path: str) -> tuple[Settings | None, list[Problem]]:
         user_editable_profiles=_choice(
             check, doc, "user-editable-profiles", USER_EDITABLE_PROFILES, defaults
         ),
+        identify_networks=_choice(check, doc, "identify-networks", IDENTIFY_NETWORKS, defaults),
     )
     return (None if check.problems else settings), check.problems
 

@@ -194,6 +194,7 @@ class Settings:
     # the zones a profile a non-admin can edit may name; others give way (resolve.py)
     user_profile_zones: tuple[str, ...] = USER_PROFILE_ZONES
     user_editable_profiles: str = "owned"  # owned (connection.permissions set) or all
+    identify_networks: str = "wired"  # none, wired or all: whose networks are told apart
 
     def plain(self) -> dict:
         """The settings by their keys, as plain values for the compiled config (an event
@@ -203,6 +204,7 @@ class Settings:
             "backend": self.backend,
             "user-profile-zones": list(self.user_profile_zones),
             "user-editable-profiles": self.user_editable_profiles,
+            "identify-networks": self.identify_networks,
         }
 
 

@@ -24,6 +24,7 @@ from .common import (  # noqa: E402
     set_notifications_enabled,
     zone_label,
 )
+from .zone_editor import ZoneEditor  # noqa: E402
 
 APP_ID = "org.nm_zones.Settings"
 REFRESH_DELAY_MS = 150  # signals come in bursts: one refresh after the burst
@@ -149,10 +150,17 @@ class SettingsWindow(Adw.ApplicationWindow):
             accessible_role=Gtk.AccessibleRole.STATUS,
         )
         self.status.update_property([Gtk.AccessibleProperty.LABEL], [_("Result")])
+        self.editor = ZoneEditor(
+            service, self.show, self.done, ZoneChoice(_("Zone to edit"), lambda _zone: None)
+        )
+        self.views = Gtk.Stack(vexpand=True)
+        self.views.add_titled(page, "connections", _("Connections"))
+        self.views.add_titled(self.editor, "zones", _("Zones"))
+        self.views.connect("notify::visible-child", lambda *_args: self.refresh())
+        header = Adw.HeaderBar(title_widget=Gtk.StackSwitcher(stack=self.views))
         box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
-        box.append(Adw.HeaderBar())
-        page.set_vexpand(True)
-        box.append(page)
+        box.append(header)
+        box.append(self.views)
         box.append(self.status)
         self.set_content(box)
 
@@ -188,6 +196,8 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.enabled.set_state(enabled)
             self.enabled.handler_unblock_by_func(self.set_enabled)
         self.show_connections([c for c in connections if c.get("zone")])
+        if self.views.get_visible_child() is self.editor:
+            self.editor.refresh(self.zones, connections)
 
     def show_connections(self, connections: list[dict]) -> None:
         seen = set()

@@ -23,6 +23,7 @@ NOT_AUTHORIZED = "org.fedoraproject.FirewallD1.NotAuthorizedException"
 
 ACTION_ASSIGN = "org.nm-zones.assign"  # assign a zone to a connection or an interface
 ACTION_CONFIGURE = "org.nm-zones.configure"  # change the configuration
+ACTION_PANIC = "org.nm-zones.panic"  # panic mode on or off (every packet dropped)
 
 SYSTEM_BUS_SOCKET = "/run/dbus/system_bus_socket"
 CLIENT_TIMEOUT = 60.0
@@ -105,7 +106,12 @@ INTROSPECTION = """\
     <method name="getDefaultZone"><arg type="s" direction="out"/></method>
     <method name="setDefaultZone"><arg name="zone" type="s" direction="in"/></method>
     <method name="reload"/>
+    <method name="enablePanicMode"/>
+    <method name="disablePanicMode"/>
+    <method name="queryPanicMode"><arg type="b" direction="out"/></method>
     <signal name="Reloaded"/>
+    <signal name="PanicModeEnabled"/>
+    <signal name="PanicModeDisabled"/>
     <signal name="DefaultZoneChanged"><arg name="zone" type="s"/></signal>
   </interface>
   <interface name="org.fedoraproject.FirewallD1.zone">
@@ -160,8 +166,33 @@ INTROSPECTION = """\
       <arg name="descriptions" type="a{ss}" direction="out"/>
     </method>
     <method name="GetSettings"><arg name="settings" type="a{ss}" direction="out"/></method>
+    <method name="GetZone">
+      <arg name="zone" type="s" direction="in"/><arg name="details" type="a{sv}" direction="out"/>
+    </method>
+    <method name="EditZone">
+      <arg name="zone" type="s" direction="in"/><arg name="what" type="s" direction="in"/>
+      <arg name="add" type="b" direction="in"/><arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="RevokeAllowance">
+      <arg name="zone" type="s" direction="in"/><arg name="interface" type="s" direction="in"/>
+      <arg name="what" type="s" direction="in"/><arg name="changes" type="as" direction="out"/>
+    </method>
     <signal name="ZoneChanged"><arg name="change" type="a{ss}"/></signal>
     <signal name="SettingsChanged"/>
+    <method name="GetNetworks"><arg name="networks" type="aa{ss}" direction="out"/></method>
+    <method name="SetNetworkZone">
+      <arg name="id" type="s" direction="in"/><arg name="zone" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="RenameNetwork">
+      <arg name="id" type="s" direction="in"/><arg name="label" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="ForgetNetwork">
+      <arg name="id" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <signal name="NetworksChanged"/>
   </interface>
 </node>
 """

@@ -14,6 +14,7 @@ from ..text import printable
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DISABLED = 0, 1, 2, 3
 DISABLED = "nm-zones is disabled (nm-zones enable)"
+PANIC_LINE = "panic mode: every packet in and out is dropped, loopback's excepted"
 
 DESCRIPTION = """\
 Network zones for NetworkManager: every network gets a trust level (a zone), and the moment
@@ -36,10 +37,11 @@ examples:
   nm-zones status eth0                    everything open on eth0
   nm-zones allow 8000/tcp --for 2h        open a port for a while (one interface bound)
   nm-zones log --follow                   packets the zones refused and logged
+  nm-zones panic on                       drop every packet but loopback's, now
 
 exit status: 0 success, 1 failure (not root, degraded, kernel error), 2 bad usage or config;
   status: 0 the kernel holds everything nm-zones should enforce, 1 anything differs, is
-  degraded, applying, removing or missing, 3 nm-zones is disabled
+  degraded, applying, removing or missing, or panic mode is on, 3 nm-zones is disabled
 """
 
 
@@ -257,6 +259,8 @@ def cmd_plan(args) -> int:
 
     check_interface(args.interface)
     zone, config = _loaded_zone(args.zone)
+    if _paths().panic:
+        print(f"nm-zones: {PANIC_LINE}; these rules take over then", file=sys.stderr)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
     from ..ruleset.sources import plan_with_sources
 
@@ -359,6 +363,17 @@ def cmd_reload(args) -> int:
     status = _run_changes(engine, action, DISABLED)
     _tell_service_reloaded()
     return status
+
+
+def cmd_panic(args) -> int:
+    """Panic mode on or off (engine.set_panic), after what every run does first."""
+    _need_root("panic")
+    from ..engine import REASON_COMMAND
+
+    engine = _engine()
+    on = args.state == "on"
+    refused = "nm-zones is disabled: panic mode needs it enabled (nm-zones enable)" if on else ""
+    return _run_changes(engine, lambda state: engine.set_panic(state, on, REASON_COMMAND), refused)
 
 
 def cmd_allow(args) -> int:
@@ -473,10 +488,12 @@ def cmd_status(args) -> int:
     ]
     catchall, problems = status_problems(engine, state, disabled, root)
     sources = _source_rows(engine, state)
+    panic = panic_row(engine, root)
     if args.json:
         _print_json(
             {
                 "enabled": not disabled,
+                "panic": panic,
                 "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
@@ -488,6 +505,8 @@ def cmd_status(args) -> int:
     else:
         if disabled:
             print("nm-zones is disabled (nm-zones enable)")
+        if panic["on"]:
+            print(panic_text(panic) + (f"  kernel: {panic['kernel']}" if root else ""))
         print(
             f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
@@ -498,27 +517,52 @@ def cmd_status(args) -> int:
         for problem in problems:
             print(printable(problem))
         for row in rows:
-            line = (
-                f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
-                f"kernel: {row['kernel']:<8}  why: {row['reason']}"
-            )
-            if row["connection"]:
-                line += f"  connection: {row['connection']}"
-            if row["flows_ended"]:
-                line += f"  flows ended: {row['flows_ended']}"
-            if row["status"] != "applied":
-                line += f"  ({row['status'].upper()})"
-            if not row["present"]:
-                line += "  (interface gone)"
-            if row["degraded"]:
-                line += f"  DEGRADED: {row['degraded']}"
-            print(printable(line))
+            print(printable(_status_line(row)))
+    if panic["on"]:
+        return EXIT_FAILURE
     if disabled:
         return EXIT_DISABLED
     bad = problems or any(
         r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
     )
     return EXIT_FAILURE if bad else EXIT_OK
+
+
+def _status_line(row: dict) -> str:
+    """One bound interface on one line of `status`."""
+    line = (
+        f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
+        f"kernel: {row['kernel']:<8}  why: {row['reason']}"
+    )
+    if row["connection"]:
+        line += f"  connection: {row['connection']}"
+    if row["flows_ended"]:
+        line += f"  flows ended: {row['flows_ended']}"
+    if row["status"] != "applied":
+        line += f"  ({row['status'].upper()})"
+    if not row["present"]:
+        line += "  (interface gone)"
+    if row["degraded"]:
+        line += f"  DEGRADED: {row['degraded']}"
+    return line
+
+
+def panic_text(panic: dict) -> str:
+    return f"{PANIC_LINE}, since {panic['since']} (nm-zones panic off)"
+
+
+def panic_row(engine, root: bool) -> dict:
+    """Panic mode as `status` shows it: on or off, since when (its flag's time, readable by
+    anyone), whether the kernel holds its rules (asked only as root)."""
+    if not engine.panic:
+        return {"on": False, "since": "", "kernel": _kernel_word(None)}
+    try:
+        moment = os.lstat(engine.paths.panic_flag).st_mtime
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+    except OSError:
+        since = "?"
+    held = engine.backend.holds_panic() if root else None
+    return {"on": True, "since": since, "kernel": _kernel_word(held)}
 
 
 def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, list[str]]:
@@ -605,6 +649,8 @@ def _through_service(command: str, method: str, args: tuple) -> int | None:
 def cmd_assign(args) -> int:
     from .nm import assign
 
+    if args.profile:  # the service's AssignConnection places an identified network instead
+        _need_root("assign --profile")
     through = _through_service("assign", "AssignConnection", (args.connection, args.zone))
     if through is not None:
         return through
@@ -612,7 +658,40 @@ def cmd_assign(args) -> int:
     engine = _engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
-    return _run_changes(engine, lambda state: assign(engine, args.connection, args.zone, state))
+
+    def action(state) -> None:
+        from .networks import assign_to_network
+
+        said = "" if args.profile else assign_to_network(engine, args.connection, args.zone, state)
+        if said:
+            print(printable(said))
+        else:
+            assign(engine, args.connection, args.zone, state)
+
+    return _run_changes(engine, action)
+
+
+def cmd_networks(args) -> int:
+    """The known networks (doors/networks.py): listed, or forgotten, renamed, placed."""
+    from .networks import change_network, check_change, known_networks, listing
+
+    if not args.action:
+        store = known_networks(_paths())
+        if args.json:
+            _print_json({"networks": [network.as_dict() for network in store.networks]})
+        else:
+            print("\n".join(printable(line) for line in listing(store)))
+        return EXIT_OK
+    _need_root(f"networks {args.action}")
+    engine = _engine()
+    value = {"rename": getattr(args, "label", ""), "zone": getattr(args, "zone", "")}
+    value = value.get(args.action, "")
+    check_change(engine, args.action, value)  # before the lock: exit 2 at once
+
+    def action(state) -> None:
+        print(printable(change_network(engine, args.action, args.id, value, state)))
+
+    return _run_changes(engine, action)
 
 
 def cmd_default_zone(args) -> int:
@@ -720,6 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from .networks import add_networks_commands
+
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_config_commands(sub)
@@ -727,6 +808,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_allow_commands(sub)
     _add_kernel_commands(sub)
     _add_nm_commands(sub)
+    add_networks_commands(sub, _command, cmd_networks)
     _add_system_commands(sub)
     return parser
 
@@ -898,13 +980,21 @@ def _add_nm_commands(sub) -> None:
         sub,
         "assign",
         cmd_assign,
-        "set a connection's zone in NetworkManager (connection.zone) and apply it at "
-        "once if the connection is active (root); for a profile non-admins may edit, a zone "
-        "outside user-profile-zones is also kept by its UUID in the connections map",
-        'nm-zones assign "Home Wi-Fi" home',
+        "set a connection's zone and apply it at once if the connection is active (root): "
+        "for a profile whose zone follows its network (no zone of its own, identify-networks), "
+        "the zone of the network it is on now (nm-zones networks); else, or with --profile, "
+        "the profile's own zone in NetworkManager (connection.zone), on every network; for "
+        "a profile non-admins may edit, a zone outside user-profile-zones is also kept by "
+        "its UUID in the connections map",
+        'nm-zones assign "Home Wi-Fi" home\n  nm-zones assign "Wired connection 1" home',
     )
     p.add_argument("connection", help="connection name, UUID or path, as nmcli takes it")
     p.add_argument("zone")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="set connection.zone in the profile (every network), not the network's zone",
+    )
     p = _command(
         sub,
         "default-zone",
@@ -920,7 +1010,7 @@ def _add_nm_commands(sub) -> None:
 
 
 def _add_system_commands(sub) -> None:
-    """Nm-zones as a whole: enable, disable, serve, install."""
+    """Nm-zones as a whole: enable, disable, panic, serve, install."""
     _command(
         sub,
         "enable",
@@ -932,9 +1022,21 @@ def _add_system_commands(sub) -> None:
         sub,
         "disable",
         cmd_disable,
-        "remove every nm-zones rule and make the hook a no-op, across reboots (root)",
+        "remove every nm-zones rule and make the hook a no-op, across reboots; refused "
+        "while panic mode is on (root)",
         "nm-zones disable",
     )
+    p = _command(
+        sub,
+        "panic",
+        cmd_panic,
+        "panic mode: on drops every packet in, out and forwarded, IPv4 and IPv6, except "
+        "loopback's, in one commit, above every zone, until off (events, reload and "
+        "restarts keep it; lost at reboot); off gives every interface its zone back; "
+        "status says so while it is on (root)",
+        "nm-zones panic on\n  nm-zones panic off",
+    )
+    p.add_argument("state", choices=("on", "off"))
     _command(
         sub,
         "serve",

@@ -81,6 +81,8 @@ def show_interface(args) -> int:
         _print_json,
         _service_view,
         _zone_view,
+        panic_row,
+        panic_text,
         status_problems,
         status_row,
     )
@@ -96,6 +98,9 @@ def show_interface(args) -> int:
     if binding is None and not interface_index(name):
         raise UsageError(f"no interface named {name!r} is bound or present")
     catchall, problems = status_problems(engine, state, disabled, root)
+    panic = panic_row(engine, root)
+    if panic["on"]:  # first, and the exit status is 1
+        problems = [panic_text(panic), *problems]
     loaded = _loaded()
     config = loaded.config
     exempt = binding is None and matches_exempt(name, engine.compiled.exempt_interfaces)
@@ -125,10 +130,11 @@ def show_interface(args) -> int:
         for key in ("target", "forward-ports", "masquerade", "log-denied", "icmp-blocks"):
             row[key.replace("-", "_")] = zone_view[key]
     if args.json:
-        _print_json({**row, "enabled": not disabled, "catchall": catchall, "problems": problems})
+        whole = {"enabled": not disabled, "panic": panic, "catchall": catchall}
+        _print_json({**row, **whole, "problems": problems})
     else:
         _print_interface(row, zone_view, problems, disabled)
-    if disabled:
+    if disabled and not panic["on"]:
         return EXIT_DISABLED
     bad = problems or (
         binding is not None

@@ -65,6 +65,8 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
     state says (engine.prepare), then this event's change."""
     from ..engine import Engine
     from ..ifname import interface_index, matches_exempt
+    from ..networks.zone import decide as network_decision
+    from ..networks.zone import remember
     from ..resolve import read_connection
 
     engine = Engine(paths)
@@ -75,6 +77,7 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
                 return 0
             if action in REMOVE_ACTIONS:
                 engine.remove_interface(interface, f"NetworkManager {action}", state)
+                remember(paths.state, interface, None)  # the next network is identified anew
             elif interface_index(interface) and not matches_exempt(
                 interface, engine.compiled.exempt_interfaces
             ):
@@ -86,6 +89,7 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
                 if not connection.found and _profile_deleted(env):
                     return 0  # a queued event for a profile deleted since: nothing to bind
                 decision = engine.decide(connection)
+                decision = network_decision(engine, interface, connection, decision, action, env)
                 engine.apply_interface(
                     interface, decision.zone, decision.reason, connection, state, inputs
                 )

@@ -129,7 +129,10 @@ def _refused(engine: Engine, profile: Connection, zone: str) -> bool:
 def disable(engine: Engine, reason: str = "nm-zones disabled") -> None:
     """Remove every nm-zones rule; the flag in /etc/nm-zones keeps the hook quiet after a
     reboot and, written first, lets any later run finish a disable that was interrupted.
-    Bindings stay in the state, marked disabled, so that enable can restore them."""
+    Bindings stay in the state, marked disabled, so that enable can restore them. Refused
+    while panic mode is on: it would lift panic mode too."""
+    if engine.panic:
+        raise UsageError("panic mode is on and disable would lift it (nm-zones panic off first)")
     os.makedirs(engine.paths.config, mode=0o755, exist_ok=True)
     folder = os.stat(engine.paths.config)
     if folder.st_uid != os.geteuid() or folder.st_mode & 0o022:

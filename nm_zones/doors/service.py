@@ -12,7 +12,8 @@ profile is active on the interface and applies resolve.decide_zone, as the hook 
 records the inputs the hook will compute for the same profile (quick.inputs_key), so the
 hook's `pre-up`/`up` that follow are no-ops.
 
-Changes need root or polkit (org.nm-zones.assign, org.nm-zones.configure); reads are open.
+Changes need root or polkit (org.nm-zones.assign, org.nm-zones.configure, org.nm-zones.panic);
+reads are open.
 The D-Bus plumbing is jeepney's (messages, authentication, asyncio transport); this module
 only routes method calls and matches replies to its own outgoing calls.
 """
@@ -31,10 +32,11 @@ from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
-from . import firewalld_sources
+from . import firewalld_sources, networks_bus
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
+    ACTION_PANIC,
     BUS_NAME,
     ERROR_NAME,
     INTROSPECTION,
@@ -184,6 +186,9 @@ def _methods(service: ZoneService) -> dict:
         (MAIN_INTERFACE, "getDefaultZone"): ("", "s", None, service.get_default_zone),
         (MAIN_INTERFACE, "setDefaultZone"): ("s", "", ACTION_CONFIGURE, service.set_default_zone),
         (MAIN_INTERFACE, "reload"): ("", "", ACTION_CONFIGURE, service.reload),
+        (MAIN_INTERFACE, "enablePanicMode"): ("", "", ACTION_PANIC, service.enable_panic),
+        (MAIN_INTERFACE, "disablePanicMode"): ("", "", ACTION_PANIC, service.disable_panic),
+        (MAIN_INTERFACE, "queryPanicMode"): ("", "b", None, service.query_panic),
         (ZONE_INTERFACE, "getZones"): ("", "as", None, service.get_zones),
         (ZONE_INTERFACE, "getActiveZones"): ("", "a{sa{sas}}", None, service.get_active_zones),
         (ZONE_INTERFACE, "getZoneOfInterface"): ("s", "s", None, service.get_zone_of_interface),
@@ -202,6 +207,10 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetConnections"): ("", "aa{ss}", None, service.get_connections),
         (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
         (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
+        (NMZ_INTERFACE, "GetZone"): ("s", "a{sv}", None, service.get_zone),
+        (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
+        (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
+        **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
         **firewalld_sources.methods(service),
     }
 
@@ -554,6 +563,7 @@ class ZoneService:
 
         def work(state):
             from ..ifname import interface_index, matches_exempt
+            from ..networks.zone import recorded as recorded_network
             from ..quick import inputs_key
             from ..resolve import decide_zone, not_allowed
 
@@ -564,6 +574,9 @@ class ZoneService:
             from_profile = zone == connection.zone and not_allowed(zone) in decision.reason
             if zone == "" or from_profile:
                 decision = engine.decide(connection)  # logs a missing or refused zone
+                # a replay (a restart of this service) keeps an identified network's zone
+                bound = state.interfaces.get(interface)
+                decision = recorded_network(engine, interface, connection, decision, bound)
                 target, reason = decision.zone, decision.reason
             elif zone not in known:
                 raise FirewallError("INVALID_ZONE", zone)
@@ -644,6 +657,8 @@ class ZoneService:
             return
         bindings = engine.state_dir.load().interfaces
         for change in engine.changes:
+            if isinstance(change, str):  # a line of allow/revoke (doors/allow.py), no zone change
+                continue
             binding = bindings.get(change.interface)
             details = {
                 "interface": change.interface,
@@ -674,6 +689,36 @@ class ZoneService:
         await self.emit(MAIN_INTERFACE, "Reloaded")
         return [str(change) for change in engine.changes]
 
+    async def enable_panic(self) -> tuple:
+        await self._set_panic(True)
+        return ()
+
+    async def disable_panic(self) -> tuple:
+        await self._set_panic(False)
+        return ()
+
+    async def query_panic(self) -> tuple:
+        return (self.paths.panic,)
+
+    async def _set_panic(self, on: bool) -> None:
+        """Panic mode as firewalld's calls ask (engine.set_panic), with its answers when it
+        already is so (ALREADY_ENABLED, NOT_ENABLED) and its signals once the kernel holds
+        it (PanicModeEnabled, PanicModeDisabled)."""
+        engine = self.engine()
+
+        def work(state):
+            if on == engine.panic:
+                code = "ALREADY_ENABLED" if on else "NOT_ENABLED"
+                raise FirewallError(
+                    code, "panic mode " + ("already enabled" if on else "is not enabled")
+                )
+            if on and self.paths.disabled:
+                raise FirewallError("NOT_RUNNING", "nm-zones is disabled (nm-zones enable)")
+            engine.set_panic(state, on, REASON_DBUS)
+
+        await self.in_worker(engine, work)
+        await self.emit(MAIN_INTERFACE, "PanicModeEnabled" if on else "PanicModeDisabled")
+
     async def set_default_zone(self, zone: str) -> tuple:
         await self._set_map_zone("default-zone", zone)
         return ()
@@ -696,19 +741,25 @@ class ZoneService:
         return lines
 
     async def assign(self, connection: str, zone: str) -> tuple:
-        """`nm-zones assign` for a caller polkit allows: the zone goes into the profile, and
-        an active connection's interface switches now."""
+        """`nm-zones assign` for a caller polkit allows: the zone goes to the network an
+        identified connection without a zone of its own is on (doors/networks.py), else
+        into the profile; an active connection's interface switches now."""
+        from .networks import assign_on_bus
         from .nm import assign
 
         engine = self.engine()
         if zone not in engine.known_zones():
             raise FirewallError("INVALID_ZONE", zone)
 
-        def action():
-            self.locked(engine, lambda state: assign(engine, connection, zone, state))
+        said: list[str] = []
 
-        await self.run_engine(engine, action, "INVALID_VALUE")
-        return ([str(change) for change in engine.changes],)
+        def work(state):
+            said.append(assign_on_bus(engine, connection, zone, state))
+            if not said[-1]:  # not on an identified network: the profile's zone, as ever
+                assign(engine, connection, zone, state)
+
+        await self.run_engine(engine, lambda: self.locked(engine, work), "INVALID_VALUE")
+        return ([*filter(None, said), *(str(change) for change in engine.changes)],)
 
     async def set_enabled(self, enabled: bool) -> tuple:
         """`nm-zones enable` / `disable` for a caller polkit allows."""
@@ -772,6 +823,48 @@ class ZoneService:
                 "enabled": "false" if self.paths.disabled else "true",
             },
         )
+
+    # -- the zone editor of nm-zones-settings (doors/zone_editor.py) -----------------------
+
+    async def get_zone(self, zone: str) -> tuple:
+        from ..config.load import load
+        from .zone_editor import zone_details
+
+        loaded = await asyncio.to_thread(load, self.paths)
+        state = self.engine().state_dir.load()
+        try:
+            return (zone_details(loaded, state, zone),)
+        except UsageError as error:
+            raise FirewallError("INVALID_ZONE", str(error)) from None
+
+    async def edit_zone(self, zone: str, what: str, add: bool) -> tuple:
+        """`allow|revoke WHAT --zone ZONE --permanent` for a caller polkit allows."""
+        from .zone_editor import edit_zone
+
+        return await self._zone_change(
+            lambda e, loaded, s: edit_zone(e, loaded, zone, what, add, s)
+        )
+
+    async def revoke(self, zone: str, interface: str, what: str) -> tuple:
+        """`revoke WHAT --interface IFACE` (or `--zone ZONE`), a runtime allowance."""
+        from .zone_editor import revoke_allowance
+
+        return await self._zone_change(
+            lambda e, loaded, s: revoke_allowance(e, loaded, zone, interface, what, s)
+        )
+
+    async def _zone_change(self, change) -> tuple:
+        from ..config.load import load
+
+        engine = self.engine()
+        loaded = await asyncio.to_thread(load, self.paths)
+        await self.run_engine(
+            engine,
+            lambda: self.locked(engine, lambda s: change(engine, loaded, s)),
+            "INVALID_VALUE",
+        )
+        await self.emit(NMZ_INTERFACE, "SettingsChanged")
+        return ([str(change) for change in engine.changes],)
 
 
 def properties_methods() -> dict:

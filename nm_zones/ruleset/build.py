@@ -20,6 +20,7 @@ from ..ifname import chain_name
 from .layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
+    ENDED_LABEL,
     FAMILIES,
     FORWARD_OUT,
     SECTION_CATCHALL,
@@ -53,6 +54,11 @@ HELPER_PORTS = {
 
 def _state(*states: str) -> Match:
     return Match("conntrack", (("ctstate", ",".join(states)),))
+
+
+# A flow a switch ended (flows.py) keeps its conntrack entry with this label: its packets,
+# either way and whoever sends them, are dropped before established traffic is accepted.
+ENDED = Rule("DROP", matches=(Match("connlabel", (("label", ENDED_LABEL),)),))
 
 
 def _port_rule(port: PortRange, option: str, destination: str | None = None) -> Rule:
@@ -104,6 +110,7 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
     icmp = ICMP_PROTOCOL[family]
     icmp_match, icmp_option = ICMP_MATCH[family]
     rules = [
+        ENDED,
         Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),)),
         Rule("DROP", matches=(_state("INVALID"),)),
     ]
@@ -147,7 +154,7 @@ def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
     its target); target default lets the egress zones accept (masquerade), then refuses the
     rest.
     """
-    rules = [Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),))]
+    rules = [ENDED, Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),))]
     remote = _forward_ports(zone, family, remote_only=True)
     rules += [_forwarded_port_rule(forward, family) for forward in remote]
     rules += [

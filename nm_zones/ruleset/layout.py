@@ -13,6 +13,22 @@ HOOKS = {
     "raw": (("PREROUTING", "nmz-raw"),),
 }
 TABLE_ORDER = ("raw", "nat", "filter")
+# Panic mode (`nm-zones panic on`): in each family's filter table, one chain per built-in
+# chain, jumped to first, dropping every packet but loopback's (the interface of the
+# direction named, or None: nothing is spared). Zone rules stay below, untouched.
+PANIC_CHAINS = (
+    ("INPUT", "nmz-panic-in", "in"),
+    ("FORWARD", "nmz-panic-fwd", None),
+    ("OUTPUT", "nmz-panic-out", "out"),
+)
+PANIC_TABLE = "filter"
+# The same in nftables: base chains of nm-zones' table (chain, its hook, spared direction).
+NFT_PANIC_CHAINS = (
+    ("panic-input", "input", "in"),
+    ("panic-forward", "forward", None),
+    ("panic-output", "output", "out"),
+)
+LOOPBACK = "lo"
 # Forwarded traffic is judged by its ingress interface's zone first, as firewalld orders it:
 # nmz-forward goes (-g) to the ingress interface's chain, whose verdict is final; a zone that
 # neither accepts nor refuses a new flow by itself (target default) asks the egress zones
@@ -45,6 +61,11 @@ DISPATCH = {
     "post": ("nmz-post", "out"),
     "raw": ("nmz-raw", "in"),
 }
+# The conntrack label (bit 0-127) that marks a flow a switch ended (flows.py): the first rule
+# of every zone's input and forward chains drops its packets, before the established flows
+# are accepted. A label rather than a connmark bit: VPN clients and container runtimes set
+# the whole ct mark for themselves, and labels are 128 bits that little else uses.
+ENDED_LABEL = "127"
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 LOG_PREFIX_MAX = 29
 # IP protocols a zone or service may open as a whole, by the names iptables prints.

@@ -90,7 +90,9 @@ class Rule:
         for match in self.matches:
             parts += ["-m", match.name]
             for option, value in match.options:
-                parts += [f"--{option}", _quote(value)]
+                # iptables-save quotes a connection label whatever it is
+                quoted = f'"{value}"' if match.name == "connlabel" else _quote(value)
+                parts += [f"--{option}", quoted]
         parts += ["-g" if self.goto else "-j", self.target]
         for option, value in self.target_options:
             parts += [f"--{option}", _quote(value)]

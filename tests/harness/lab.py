@@ -79,6 +79,7 @@ class Lab:
         netns.create(self.peer)
         self.state_dir = os.path.join(self.tmp, "state")
         self.config_dir = os.path.join(self.tmp, "etc-nm-zones")
+        self.data_dir = os.path.join(self.tmp, "var-lib-nm-zones")
         os.makedirs(self.config_dir, exist_ok=True)
         if self.backend != "iptables":
             with open(os.path.join(self.config_dir, "nm-zones.yaml"), "w") as settings:
@@ -143,7 +144,10 @@ class Lab:
 
     def env(self, **extra: str) -> dict[str, str]:
         return base_env(
-            NM_ZONES_STATE_DIR=self.state_dir, NM_ZONES_CONFIG_DIR=self.config_dir, **extra
+            NM_ZONES_STATE_DIR=self.state_dir,
+            NM_ZONES_CONFIG_DIR=self.config_dir,
+            NM_ZONES_DATA_DIR=self.data_dir,
+            **extra,
         )
 
     def run(

@@ -36,11 +36,14 @@ from .syslog import with_syslog
 
 
 class NMSandbox:
-    def __init__(self, tmp: str, firewall_backend: str = "none"):
+    def __init__(self, tmp: str, firewall_backend: str = "none", data_dir: str = ""):
         """`firewall_backend`: NetworkManager's own rules for shared connections (its
-        masquerade), `none` or `nftables`."""
+        masquerade), `none` or `nftables`. `data_dir`: a folder of the test mounted as the
+        sandbox's /var/lib/nm-zones, so that what nm-zones keeps there outlives the
+        sandbox (a reboot); else it lives and dies with the sandbox's overlay."""
         self.tmp = tmp
         self.firewall_backend = firewall_backend
+        self.data_dir = data_dir
         self.peer = f"nmz-nmpeer-{secrets.token_hex(3)}"
         self.process: subprocess.Popen | None = None
         self.pid = 0
@@ -73,6 +76,7 @@ class NMSandbox:
                 os.path.join(HARNESS, "nm_sandbox_init.py"),
                 self.tmp,
                 self.firewall_backend,
+                self.data_dir,
             ],
             stdout=subprocess.PIPE,
             text=True,

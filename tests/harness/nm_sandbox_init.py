@@ -26,13 +26,15 @@ DAEMON_ENV = {
 }
 # Everything `nm-zones install --root /` writes (/etc/NetworkManager, /etc/nm-zones,
 # /etc/systemd/system, /usr/local/sbin, /usr/lib/...) is under these: overlays keep it private.
-OVERLAID = ["/etc", "/usr", "/root"]
+# /var/lib too: nm-zones keeps its known networks in /var/lib/nm-zones.
+OVERLAID = ["/etc", "/usr", "/root", "/var/lib"]
 # What an earlier `nm-zones install` on this machine may have left: the sandbox starts as a
 # machine without nm-zones (removed in the overlays only).
 NOT_INSTALLED = [
     "/usr/local/sbin/nm-zones",
     "/etc/nm-zones",
     "/etc/systemd/system/nm-zones.service",
+    "/var/lib/nm-zones",
 ]
 HIDDEN = [
     "/etc/NetworkManager",
@@ -147,6 +149,10 @@ def main() -> None:
     for path in NOT_INSTALLED:
         forget(path)
     os.chmod("/root", 0o711)  # in the overlay only: test users reach this Python
+    data_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+    if data_dir:  # the test's folder as /var/lib/nm-zones (the mount point is the overlay's)
+        os.makedirs("/var/lib/nm-zones", mode=0o755)
+        sh("mount", "-n", "--bind", data_dir, "/var/lib/nm-zones")
     for path in HIDDEN:
         if os.path.isdir(path):
             sh("mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)

@@ -4,7 +4,7 @@ per (family, table)."""
 
 from __future__ import annotations
 
-from ...ruleset.layout import FAMILIES, TABLE_ORDER
+from ...ruleset.layout import FAMILIES, PANIC_TABLE, TABLE_ORDER
 
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
@@ -41,8 +41,17 @@ class IptablesBackend:
     def remove_chains(self, owned, previous_tables=None) -> None:
         self.netfilter.remove_chains(owned, previous_tables)
 
-    def rebuild(self, key, plans: list) -> None:
-        self.netfilter.rebuild(*key, plans)
+    def rebuild(self, key, plans: list, panic: bool = False) -> None:
+        self.netfilter.rebuild(*key, plans, panic)
+
+    def panic(self, on: bool) -> None:
+        self.netfilter.panic(on)
+
+    def holds_panic(self) -> bool | None:
+        return self.netfilter.holds_panic()
+
+    def panic_keys(self) -> set[tuple[str, str]]:
+        return {(family, PANIC_TABLE) for family in FAMILIES}
 
     def interface_tokens(self) -> set[str]:
         return self.netfilter.interface_tokens()

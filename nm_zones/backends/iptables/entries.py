@@ -69,8 +69,26 @@ def build_entry(iptc, family: str, spec: tuple) -> bytes:
         module.standard_target = target
     for option, value in target_options:
         module.set_parameter(option, value)
-    rule.final_check()
+    if any(name == "connlabel" for name, _ in matches):
+        _quietly(rule.final_check)
+    else:
+        rule.final_check()
     return bytes(rule.rule)
+
+
+def _quietly(call) -> None:
+    """Call with the process's stderr closed off: python-iptables reads a rule back through
+    its extension's save function, and libxt_connlabel's prints a warning to stderr when
+    /etc/xtables/connlabel.conf (label names, which nm-zones does not use) is missing.
+    Errors still reach Python: python-iptables raises them."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 2)
+            call()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _build_in_child(iptc, family: str, specs: list[tuple]) -> list[bytes]:

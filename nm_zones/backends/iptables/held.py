@@ -4,8 +4,10 @@ The kernel is the truth, not the state file: another program may flush a chain, 
 hook or restore an old ruleset behind nm-zones' back. After each of its own commits nm-zones
 records a *view* of each table it committed: every `nmz-` chain as a fingerprint of its rules
 (counters left out, jumps by chain name, so other programs' rules and traffic never change
-it) and, per built-in chain, the `nmz-` chains it jumps to. A run that finds a different
-view knows at once that something of nm-zones' was changed, and rebuilds that table.
+it) and, per built-in chain, the `nmz-` chains it jumps to (a panic chain marked when a rule
+of another program comes before it: panic mode must come first). A run that finds a
+different view knows at once that something of nm-zones' was changed, and rebuilds that
+table.
 
 Only ctypes and the socket module's C core are imported: the quick path of every event uses
 this (python-iptables costs ten times more to import).
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 
 from ...digest import fingerprint, sha256
+from ...ruleset.layout import PANIC_CHAINS
 
 # getsockopt numbers from <linux/netfilter_ipv4/ip_tables.h> (the same for IPv6)
 SO_GET_INFO, SO_GET_ENTRIES = 64, 65
@@ -28,6 +31,7 @@ HOOK_NAMES = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
 INFO_SIZE = 84  # struct ipt_getinfo
 ENTRIES_HEADER = 40  # struct ipt_get_entries, up to its 8-byte aligned entry table
 PREFIX = "nmz-"
+FIRST = frozenset(chain for _, chain, _ in PANIC_CHAINS)  # jumped to first, or marked
 READ_ATTEMPTS = 20
 
 
@@ -142,7 +146,8 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
     zeros = bytes(entry_size - ip_size)
     starts = {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0}
     heads: list[int] = []  # where each user chain's ERROR entry begins
-    jumps: list[tuple[int, int]] = []  # (offset of the verdict, the offset it jumps to)
+    # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in chain)
+    jumps: list[tuple[int, int, bool]] = []
     offset, length = 0, len(blob)
     while offset + entry_size <= length:
         at = offset + offsets_at
@@ -156,7 +161,7 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
             verdict_at = offset + target_offset + 32
             verdict = int.from_bytes(blob[verdict_at : verdict_at + 4], "little", signed=True)
             if verdict >= 0:
-                jumps.append((verdict_at, verdict))
+                jumps.append((verdict_at, verdict, offset in starts))
         elif blob[name_at : name_at + 6] == b"ERROR\0":  # a user chain's head
             heads.append(offset)
             starts[offset + next_offset] = _text(blob[name_at + 30 : name_at + 62])
@@ -165,14 +170,15 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
     chain_of = [starts.get(bound, "") for bound in bounds]
     view: dict[str, object] = {}
     index = 0
-    for verdict_at, verdict in jumps:  # in table order, like the bounds
+    for verdict_at, verdict, first in jumps:  # in table order, like the bounds
         while index + 1 < len(bounds) and bounds[index + 1] <= verdict_at:
             index += 1
         target = starts.get(verdict, f"@{verdict}")
         masked[verdict_at : verdict_at + 4] = crc32(target.encode()).to_bytes(4, "little")
         chain = chain_of[index]
         if chain in HOOK_NAMES and target.startswith(PREFIX):
-            view[chain] = (*view.get(chain, ()), target)
+            mark = "@below" if target in FIRST and not first else ""
+            view[chain] = (*view.get(chain, ()), target + mark)
     for index, bound in enumerate(bounds[:-1]):
         chain = chain_of[index]
         if chain.startswith(PREFIX):

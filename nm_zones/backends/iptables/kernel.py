@@ -31,6 +31,9 @@ from ...ruleset.layout import (
     EGRESS_CHAINS,
     FAMILIES,
     HOOKS,
+    LOOPBACK,
+    PANIC_CHAINS,
+    PANIC_TABLE,
     SECTION_CATCHALL,
     TABLE_ORDER,
     is_source_chain,
@@ -45,6 +48,8 @@ COMMIT_ATTEMPTS = 8
 REFUSE_NETNS_ENV = "NM_ZONES_REFUSE_NETNS"
 FAULTS_ENV = "NM_ZONES_FAULTS"  # tests only: see Faults
 NO_CHANGE = ((), ())  # a table plan that removes an interface's chains and dispatch rules
+DROP = ("DROP", (), None, None, None, ())  # `-j DROP`, the end of every panic chain
+PANIC_OWNED = frozenset(chain for _, chain, _ in PANIC_CHAINS)
 
 
 class CommitRefused(KernelError):
@@ -151,8 +156,10 @@ class Netfilter:
             if dispatch_chain in used:
                 if not table.is_chain(dispatch_chain):
                     table.create_chain(dispatch_chain)
-                if dispatch_chain not in self._targets(table, builtin):
-                    table.insert_entry(builtin, self.entries.dispatch(family, dispatch_chain), 0)
+                targets = self._targets(table, builtin)
+                if dispatch_chain not in targets:
+                    entry = self.entries.dispatch(family, dispatch_chain)
+                    table.insert_entry(builtin, entry, _below_panic(targets))
                 egress = EGRESS_CHAINS.get(dispatch_chain)
                 if egress and not table.is_chain(egress):
                     table.create_chain(egress)  # the ingress chains jump to it
@@ -319,10 +326,67 @@ class Netfilter:
                 if _table_loaded(family, name):
                     self._commit_table(family, name, owned, NO_CHANGE)
 
-    def rebuild(self, family: str, name: str, plans: list) -> None:
+    def panic(self, on: bool) -> None:
+        """Panic mode in (on) or out: one commit of each family's filter table, chains and
+        hooks together; zone rules below stay as they are."""
+        for family in FAMILIES:
+            if on or _table_loaded(family, PANIC_TABLE):
+                edit = lambda table, f=family: self._set_panic(table, f, on)  # noqa: E731
+                self._locked_commit(family, PANIC_TABLE, edit)
+
+    def _set_panic(self, table, family: str, on: bool) -> bool:
+        """The panic chains and their hooks made afresh (on) or taken out; False when the
+        table holds none and none are wanted."""
+        if not on and not any(table.is_chain(chain) for chain in PANIC_OWNED):
+            return False
+        self._drop_panic(table)
+        if on:
+            self._add_panic(table, family)
+        return True
+
+    def _drop_panic(self, table) -> None:
+        for builtin, chain, _ in PANIC_CHAINS:
+            targets = self._targets(table, builtin)
+            self._delete_rules(table, builtin, [i for i, t in enumerate(targets) if t == chain])
+        for _, chain, _ in PANIC_CHAINS:
+            if table.is_chain(chain):
+                table.flush_entries(chain)
+                self._delete_chain(table, chain)
+
+    def _add_panic(self, table, family: str) -> None:
+        """Each panic chain (loopback returns, everything else is dropped), jumped to from
+        the top of its built-in chain: above nm-zones' own hooks, so no zone accepts first."""
+        for builtin, chain, direction in PANIC_CHAINS:
+            if not table.is_chain(chain):
+                table.create_chain(chain)
+            if direction:
+                spare = self.entries.dispatch(family, "RETURN", direction, LOOPBACK)
+                table.append_entry(chain, spare)
+            table.append_entry(chain, self.entries.buffer(family, DROP))
+            table.insert_entry(builtin, self.entries.dispatch(family, chain), 0)
+
+    def holds_panic(self) -> bool | None:
+        """Whether both families' filter tables hold the panic chains and hooks as
+        _add_panic puts them (None: cannot tell)."""
+        from .verify import saved_rules
+
+        for family in FAMILIES:
+            chains = saved_rules(family, PANIC_TABLE)
+            if chains is None:
+                return None
+            for builtin, chain, direction in PANIC_CHAINS:
+                spare = [f"-{direction[0]} {LOOPBACK} -j RETURN"] if direction else []
+                if chains.get(chain) != [*spare, "-j DROP"]:
+                    return False
+                if chains.get(builtin, [])[:1] != [f"-j {chain}"]:
+                    return False
+        return True
+
+    def rebuild(self, family: str, name: str, plans: list, panic: bool = False) -> None:
         """Everything nm-zones has in one table, rebuilt from `plans` (the catch-all first,
-        then each interface) in one commit: the table another program changed goes straight
-        from its state to the intended one, with no moment less strict than either."""
+        then each interface) and panic mode when it is on, in one commit: the table another
+        program changed goes straight from its state to the intended one, with no moment
+        less strict than either."""
         for plan in plans:
             self.faults.check(owned_chains(plan.interface))
             table_plan = plan.tables.get((family, name))
@@ -335,6 +399,8 @@ class Netfilter:
                 table_plan = plan.tables.get((family, name))
                 if table_plan:
                     self._edit(table, family, name, owned_chains(plan.interface), table_plan)
+            if panic and name == PANIC_TABLE:
+                self._add_panic(table, family)
             return True
 
         self._locked_commit(family, name, edit)
@@ -362,7 +428,10 @@ class Netfilter:
         ours = [chain.name for chain in table.chains if chain.name.startswith("nmz-")]
         if not ours:
             return False
-        for builtin, dispatch_chain in HOOKS[name]:
+        hooks = list(HOOKS[name])
+        if name == PANIC_TABLE:
+            hooks += [(builtin, chain) for builtin, chain, _ in PANIC_CHAINS]
+        for builtin, dispatch_chain in hooks:
             targets = self._targets(table, builtin)
             self._delete_rules(
                 table, builtin, [i for i, t in enumerate(targets) if t == dispatch_chain]
@@ -405,6 +474,15 @@ class Faults:
             import signal
 
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _below_panic(targets: list[str]) -> int:
+    """Where a hook of nm-zones goes in its built-in chain: at the top, yet below the panic
+    hooks (a zone must never accept what panic mode drops)."""
+    position = 0
+    while position < len(targets) and targets[position] in PANIC_OWNED:
+        position += 1
+    return position
 
 
 def _target_name(table, entry) -> str:

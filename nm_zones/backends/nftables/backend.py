@@ -35,6 +35,8 @@ from ...ruleset.layout import (
     FORWARD_OUT,
     GOTO_CHAINS,
     IP_PROTOCOLS,
+    LOOPBACK,
+    NFT_PANIC_CHAINS,
     SECTION_CATCHALL,
     SECTION_SOURCE,
     TABLE_ORDER,
@@ -52,6 +54,12 @@ HOOK_CHAINS = {
     "nmz-pre": ("nat-prerouting", "type nat hook prerouting priority dstnat; policy accept;"),
     "nmz-post": ("nat-postrouting", "type nat hook postrouting priority srcnat; policy accept;"),
     "nmz-raw": ("helpers", "type filter hook prerouting priority filter; policy accept;"),
+}
+# Panic mode (`nm-zones panic on`): base chains of their own, before the zones' (a drop in
+# any base chain is final), dropping everything but loopback: chain -> (hook, what is spared)
+PANIC_CHAINS = {
+    chain: (hook, f'{direction[0]}ifname "{LOOPBACK}" accept' if direction else "")
+    for chain, hook, direction in NFT_PANIC_CHAINS
 }
 DIRECTION = {kind: DISPATCH[kind][1] for kind in CHAIN_KINDS}
 NFPROTO = {"ipv4": "ipv4", "ipv6": "ipv6"}
@@ -138,6 +146,12 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
     elif name == "limit":
         count, _, unit = settings["limit"].partition("/")
         parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
+    elif name == "connlabel":
+        # Setting the label it has changes nothing; a rule that sets a label is what makes
+        # the kernel give new conntrack entries room for labels (on older kernels a match
+        # alone does not), so that flows.py can label them later.
+        label = settings["label"]
+        parts.append(f"ct label {label} ct label set {label}")
     else:
         raise Untranslatable(f"match {name!r}")
     return parts
@@ -402,6 +416,23 @@ def _drop_chains(interface: str | None, chains: list[str]) -> list[str]:
     return lines
 
 
+def panic_script(on: bool) -> list[str]:
+    """Panic mode's chains filled afresh (on), or deleted; each is added first, so neither
+    fails on a chain that is or is not there."""
+    t = f"{FAMILY} {TABLE}"
+    lines = []
+    for chain, (hook, spared) in PANIC_CHAINS.items():
+        declaration = f"type filter hook {hook} priority filter - 1; policy accept;"
+        lines += [f"add chain {t} {chain} {{ {declaration} }}", f"flush chain {t} {chain}"]
+        if not on:
+            lines.append(f"delete chain {t} {chain}")
+            continue
+        if spared:
+            lines.append(f"add rule {t} {chain} {spared}")
+        lines.append(f"add rule {t} {chain} drop")
+    return lines
+
+
 def plan_script(plan) -> str:
     """What `plan` prints: a script `nft -c -f -` accepts, that puts in place exactly what
     `apply` does for the interface (the table, its maps and hook chains included)."""
@@ -489,14 +520,33 @@ class NftablesBackend:
         if lines:
             self._change(lines, owned)
 
-    def rebuild(self, key, plans: list) -> None:
-        """The whole table rebuilt from `plans` (catch-all first) in one transaction: from
-        whatever another program left straight to the intended table."""
+    def rebuild(self, key, plans: list, panic: bool = False) -> None:
+        """The whole table rebuilt from `plans` (catch-all first), and panic mode when it is
+        on, in one transaction: from whatever another program left straight to the
+        intended table."""
         lines = [f"add table {FAMILY} {TABLE}", f"delete table {FAMILY} {TABLE}"]
         lines += table_script()
         for plan in plans:
             lines += interface_script(plan, replace=False)
+        if panic:
+            lines += panic_script(True)
         self._commit(lines)
+
+    def panic(self, on: bool) -> None:
+        """Panic mode in or out: one transaction, every hook, both families."""
+        self._change(panic_script(on), set(PANIC_CHAINS))
+
+    def holds_panic(self) -> bool | None:
+        listed = parse_listing(list_table(self.lister))
+        if listed is None:
+            return False
+        for chain, (_, spared) in PANIC_CHAINS.items():
+            if listed[0].get(chain) != [*([spared] if spared else []), "drop"]:
+                return False
+        return True
+
+    def panic_keys(self) -> set[tuple[str, str]]:
+        return {KEY}
 
     def interface_tokens(self) -> set[str]:
         tokens = set()
