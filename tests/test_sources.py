@@ -246,3 +246,18 @@ def test_a_broken_zone_file_keeps_its_sources_with_its_stand_in(lab):
     write_zone(lab, "block", f"target: reject\nsources: [{BOUND[0]}, '{BOUND[1]}']\ntargte: x\n")
     lab.nm_zones("apply", link.name, "trusted", check=False)
     assert reach(lab, link) == ["rejected", "rejected", "accepted", "accepted"]
+
+
+def test_show_lists_a_zones_sources(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.harness.lab import base_env
+    from tests.test_plan import NO_STATE, SOURCES_ZONE
+
+    os.makedirs(tmp_path / "zones.d")
+    (tmp_path / "zones.d" / "lab.yaml").write_text(SOURCES_ZONE)
+    env = base_env(NM_ZONES_CONFIG_DIR=str(tmp_path), NM_ZONES_STATE_DIR=NO_STATE)
+    argv = [sys.executable, "-m", "nm_zones", "show", "lab"]
+    text = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
+    assert "  sources:      10.1.2.3/32 10.9.0.0/16 fd00::/64 fd00::5/128\n" in text

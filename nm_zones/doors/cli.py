@@ -163,6 +163,7 @@ def _zone_view(zone, config) -> dict:
             for f in zone.forward_ports
         ],
         "log-denied": zone.log_denied,
+        "sources": list(zone.sources),
         "file": zone.source,
     }
 
@@ -181,7 +182,7 @@ def cmd_show(args) -> int:
             f"  service:      {name:<16} {_service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
-    for key in ("ports", "protocols", "icmp-blocks"):
+    for key in ("ports", "protocols", "icmp-blocks", "sources"):
         if view[key]:
             print(f"  {key + ':':<13} {' '.join(view[key])}")
     if view["masquerade"]:
