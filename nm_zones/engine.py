@@ -656,10 +656,12 @@ class Engine:
         ):
             self.disable_all(state)
 
-    def reload(self, state: State) -> None:
+    def reload(self, state: State, keep_explicit: bool = False) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
-        as it is now. Sources bound at runtime end here, as firewalld's runtime does."""
-        if state.sources:
+        as it is now. `keep_explicit`: the zones callers set over D-Bus stay (a new default
+        zone moves only the interfaces that fell to the old one, as in firewalld); without
+        it, sources bound at runtime end here, as firewalld's runtime does."""
+        if state.sources and not keep_explicit:
             state.sources = {}
             self._catchall_checked = False
             self.ensure_catchall(state)
@@ -673,7 +675,7 @@ class Engine:
                 connection = profile
                 decision = self.decide(connection)
                 zone, reason = decision.zone, decision.reason
-            elif self._claimed(name, reason):
+            elif self._claimed(name, reason) or (keep_explicit and reason == REASON_DBUS):
                 if zone not in self.known_zones():  # back to what nobody claims
                     try:
                         self.remove_interface(name, f"zone {zone!r} no longer exists", state)
