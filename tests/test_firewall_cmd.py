@@ -300,6 +300,7 @@ SOURCES_SAME = (
     ("--zone=trusted", "--add-source=fd78:1::3/128"),
     ("--zone=trusted", "--list-sources"),
     ("--get-active-zones",),
+    ("--zone=trusted", "--list-all"),
     ("--zone=drop", "--change-source=fd78:1::3/128"),
     ("--get-zone-of-source=fd78:1::3/128",),
     ("--zone=home", "--remove-source=10.78.1.3"),
