@@ -339,11 +339,22 @@ class Engine:
         tables = binding.table_set() if previous is not None else None
         self.save(state, committing=self.backend.view_keys(tables))
         self.backend.apply(plan, previous)
+        if self.backend.name == "iptables":
+            self._warn_applications(interface, usable.name, plan)
         self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
         binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
+
+    def _warn_applications(self, interface: str, zone: str, plan) -> None:
+        """A zone's `applications` open nothing on iptables (ruleset/applications.py)."""
+        from .backends.iptables.backend import without_applications
+
+        if without_applications(plan) is not plan:
+            from .ruleset.applications import APPS_NO_EFFECT
+
+            self.warn(f"{interface}: zone {zone}: {APPS_NO_EFFECT}")
 
     def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
         """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""

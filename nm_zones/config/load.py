@@ -48,6 +48,7 @@ ZONE_KEYS = (
     "forward-ports",
     "log-denied",
     "sources",
+    "applications",
 )
 SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destination", "helpers")
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
@@ -286,6 +287,7 @@ def load_zone(
         masquerade=check.boolean(doc, "masquerade"),
         forward_ports=tuple(forward_ports),
         log_denied=check.boolean(doc, "log-denied"),
+        applications=_applications(check, doc),
         source=path,
         sources=_sources(check, doc),
     )
@@ -347,6 +349,22 @@ def _salvage_sources(files, refused, broken, zones) -> dict[str, tuple[str, ...]
         if found:
             salvaged[name] = tuple(found)
     return salvaged
+
+
+def _applications(check: _FileChecker, doc) -> tuple[str, ...]:
+    """The zone's `applications` (ruleset/applications.py), each checked and once."""
+    from ..ruleset.applications import check_app
+
+    found: list[str] = []
+    for line, key, item in check.items(doc, "applications"):
+        try:
+            app = check_app(item if isinstance(item, str) else "")
+        except ValueError as error:
+            check.add(line, key, str(error).replace("''", repr(item)))
+            continue
+        if app not in found:
+            found.append(app)
+    return tuple(found)
 
 
 def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort | None:

@@ -162,6 +162,8 @@ class Zone:
     masquerade: bool = False
     forward_ports: tuple[ForwardPort, ...] = ()
     log_denied: bool = False
+    # programs whose every listening port is open (nftables only: ruleset/applications.py)
+    applications: tuple[str, ...] = ()
     source: str = ""  # the file it came from, for messages
     # addresses and networks (canonical: `10.0.0.5/32`, `fd00::/64`) whose packets get this
     # zone whatever interface they enter by, matched before any interface's zone

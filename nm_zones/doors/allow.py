@@ -40,6 +40,10 @@ def check_what(text: str, loaded) -> str:
     from ..config.load import SERVICE_NAME, _FileChecker, _hint
 
     item = text.strip()
+    if item.startswith("app:"):  # an application, as the state and the zone editor name it
+        from .apps import app_what
+
+        return app_what(item[len("app:") :])
     if "/" in item or item[:1].isdigit():
         check = _FileChecker("WHAT")
         port = check.port(0, "", item)
@@ -68,6 +72,8 @@ def opened_by_zone(zone, what: str, config) -> str:
         return ""
     if zone.target == "accept":
         return "it accepts everything"
+    if what.startswith("app:"):
+        return "it lists the application" if what[4:] in zone.applications else ""
     if "/" not in what:
         return "it lists the service" if what in zone.services else ""
     if port_covered(what, zone.ports):
@@ -171,6 +177,10 @@ def _allow(engine: Engine, request: Request, state: State) -> None:
         return
     state.allowances = [a for a in state.allowances if a[:3] != key] + [(*key, deadline)]
     said = f"{request.what} allowed{until_text(deadline)}"
+    if request.what.startswith("app:"):
+        from .apps import follow_note
+
+        said += follow_note(engine.paths.state)
     _commit(engine, request, state, said)
 
 
@@ -223,14 +233,21 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
     engine.save(state)
 
 
+def list_item(what: str) -> tuple[str, str]:
+    """The zone file's list that holds `what`, and its item there."""
+    if what.startswith("app:"):
+        return "applications", what[4:]
+    return ("ports" if "/" in what else "services"), what
+
+
 def _permanent(engine: Engine, request: Request, state: State) -> None:
     """Edit the admin's zone file, then re-apply as `reload` does."""
     from ..config.zonefile import edit_zone_file
 
     if request.zone not in engine.known_zones():
         raise unknown_zone(request.zone)
-    key = "ports" if "/" in request.what else "services"
-    path = edit_zone_file(engine.paths, request.zone, key, request.what, request.grant)
+    key, item = list_item(request.what)
+    path = edit_zone_file(engine.paths, request.zone, key, item, request.grant)
     label = f"zone {request.zone}"
     if path is None:
         zone = request.loaded.config.zones.get(request.zone)

@@ -56,7 +56,13 @@ Without --zone and --interface it applies to the one bound interface, when only 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
 /etc/nm-zones/zones.d/ZONE.yaml (made from the shipped file when absent; comments and order
 are kept), the file is checked like any zone file, and the zone's interfaces are re-applied.
-A runtime allowance of a service opens its ports, not its conntrack helpers."""
+A runtime allowance of a service opens its ports, not its conntrack helpers.
+
+--app APP (nftables backend only) opens every port a program listens on, and nothing else:
+new connections and datagrams whose receiving socket belongs to APP, a systemd unit or scope
+name (wildcards allowed: 'app-org.kde.kdeconnect-*.scope') or a cgroup path relative to the
+cgroup v2 root. The program may start later; a restarted unit is matched again within 2 s
+while `nm-zones serve` runs (it keeps the set of APP's cgroups current)."""
 
 
 def _paths() -> Paths:
@@ -164,6 +170,7 @@ def _zone_view(zone, config) -> dict:
         ],
         "log-denied": zone.log_denied,
         "sources": list(zone.sources),
+        "applications": list(zone.applications),
         "file": zone.source,
     }
 
@@ -182,7 +189,7 @@ def cmd_show(args) -> int:
             f"  service:      {name:<16} {_service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
-    for key in ("ports", "protocols", "icmp-blocks", "sources"):
+    for key in ("ports", "protocols", "icmp-blocks", "sources", "applications"):
         if view[key]:
             print(f"  {key + ':':<13} {' '.join(view[key])}")
     if view["masquerade"]:
@@ -273,6 +280,15 @@ def cmd_plan(args) -> int:
         plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
         sys.stdout.write("# nftables\n" + plan_script(plan))
         return EXIT_OK
+    if zone.applications:
+        from ..backends.iptables.backend import without_applications
+        from ..ruleset.applications import APPS_NO_EFFECT
+        from ..ruleset.cache import KernelPlan
+        from ..ruleset.rules import Ruleset
+
+        tables = without_applications(KernelPlan(args.interface, ruleset.kernel_tables())).tables
+        ruleset = Ruleset.from_kernel_tables(args.interface, zone.name, tables)
+        print(f"nm-zones: zone {zone.name}: {APPS_NO_EFFECT}", file=sys.stderr)
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
@@ -382,6 +398,7 @@ def cmd_allow(args) -> int:
     state lock (doors/allow.py)."""
     from ..ifname import check_interface
     from .allow import Request, check_what, run
+    from .apps import app_what, check_app_support
 
     if args.permanent and args.duration:
         raise UsageError("--for and --permanent exclude each other: a permanent change has no end")
@@ -390,9 +407,14 @@ def cmd_allow(args) -> int:
     if args.interface:
         check_interface(args.interface)
     loaded = _loaded()
-    request = Request(args, check_what(args.what, loaded), loaded)
+    if bool(args.app) == bool(args.what):
+        raise UsageError("give WHAT (a service or a port) or --app APP, one of them")
+    what = app_what(args.app) if args.app else check_what(args.what, loaded)
+    request = Request(args, what, loaded)
     _need_root(args.command)
     engine = _engine()
+    if args.app and args.command == "allow":
+        check_app_support(engine.backend.name)
     if args.zone and args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
     return _run_changes(engine, lambda state: run(engine, request, state), DISABLED)
@@ -912,7 +934,8 @@ def _add_allow_commands(sub) -> None:
             ALLOW_DETAILS,
             "nm-zones allow 8000/tcp --for 2h\n  nm-zones allow samba-client --zone home "
             "--for 10m\n  nm-zones allow 60000-61000/udp --interface wlan0\n"
-            "  nm-zones allow https --zone work --permanent",
+            "  nm-zones allow https --zone work --permanent\n"
+            "  nm-zones allow --app minidlna.service --interface eth0",
         ),
         (
             "revoke",
@@ -926,7 +949,15 @@ def _add_allow_commands(sub) -> None:
         p = _command(sub, verb, cmd_allow, summary, examples)
         p.description = f"{summary}\n\n{details}"
         p.add_argument(
-            "what", metavar="WHAT", help="a service (nm-zones services), 8080/tcp or 6000-6010/udp"
+            "what",
+            metavar="WHAT",
+            nargs="?",
+            help="a service (nm-zones services), 8080/tcp or 6000-6010/udp",
+        )
+        p.add_argument(
+            "--app",
+            metavar="APP",
+            help="every port APP listens on: a unit or scope name, or a cgroup path (nftables)",
         )
         scope = p.add_mutually_exclusive_group()
         scope.add_argument("--zone", help="every interface bound to ZONE, now and later")

@@ -1125,6 +1125,7 @@ async def serve(paths: Paths) -> int:
             (NM_DEVICES,),
         )
         await asyncio.to_thread(service.start)
+        keeper = follow_applications(paths)
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
         done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -1134,8 +1135,27 @@ async def serve(paths: Paths) -> int:
         error = receiving.exception()
         raise Refused(f"lost the system bus ({type(error).__name__}: {error})")
     finally:
+        if "keeper" in locals() and keeper is not None:
+            keeper.set()
         receiving.cancel()
         await connection.close()
+
+
+def follow_applications(paths: Paths):
+    """The application sets kept current (backends/nftables/appsets.py) in a thread while
+    the service runs, on the nftables backend; the Event that stops it, or None."""
+    import threading
+
+    from ..backends import choose
+    from ..config.load import load
+
+    if choose(load(paths).config.settings.backend)[0] != "nftables":
+        return None
+    from ..backends.nftables.appsets import keep
+
+    stop = threading.Event()
+    threading.Thread(target=keep, args=(paths.state, stop), daemon=True).start()
+    return stop
 
 
 def main(paths: Paths) -> int:

@@ -60,7 +60,15 @@ def specs(allowed, services: dict, family: str) -> tuple:
     config no longer has opens nothing."""
     result = []
     for what, deadline in allowed:
-        found = (port_spec(what),) if "/" in what else services.get(what, {}).get(family, ())
+        if what.startswith("app:"):  # an application (ruleset/applications.py)
+            from .applications import app_of
+            from .applications import specs as app_specs
+
+            found = app_specs(app_of(what))
+        elif "/" in what:
+            found = (port_spec(what),)
+        else:
+            found = services.get(what, {}).get(family, ())
         for spec in found:
             if deadline != FOREVER:
                 target, options, source, destination, protocol, matches = spec

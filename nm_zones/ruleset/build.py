@@ -139,6 +139,10 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
             rules += _service_rules(config.services[name], family)
         rules += [_port_rule(port, "dport") for port in zone.ports]
         rules += [Rule("ACCEPT", protocol=p) for p in zone.protocols]
+        if zone.applications:
+            from .applications import specs
+
+            rules += [Rule.from_spec(s) for app in zone.applications for s in specs(app)]
     rules += _tail(zone, family, label)
     return tuple(rules)
 

@@ -27,6 +27,8 @@ named, and nothing of theirs is read: the view is `list table inet nm-zones`.
 
 from __future__ import annotations
 
+import contextlib
+
 from ...ruleset.layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
@@ -143,6 +145,10 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
         parts.append(f"{word} type {ICMP_NAMES[family].get(number, number)}")
     elif name == "time":  # an allowance's deadline, after which the kernel ignores the rule
         parts.append(f'meta time < "{local_time(settings["datestop"])}"')
+    elif name == "cgroupv2":  # an application's set (ruleset/applications.py)
+        from ...ruleset.applications import set_name
+
+        parts.append(f"socket cgroupv2 level {settings['level']} @{set_name(settings['app'])}")
     elif name == "limit":
         count, _, unit = settings["limit"].partition("/")
         parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
@@ -263,12 +269,14 @@ class Script:
         self.sources: dict[str, list[str]] = {}
         # conntrack helper -> (its protocol, the families whose rules use it)
         self.helpers: dict[str, tuple[str, set[str]]] = {}
+        self.apps: set[str] = set()  # applications whose sets the rules use (appsets.py)
         for family in FAMILIES:
             for table in TABLE_ORDER:
                 chains, dispatch = plan.tables.get((family, table), ((), ()))
                 for chain, specs in chains:
                     self.chains.setdefault(chain, {})[family] = specs
                     for spec in specs:
+                        self.apps.update(dict(o)["app"] for n, o in spec[5] if n == "cgroupv2")
                         if spec[0] == "CT":
                             helper = dict(spec[1])["helper"]
                             self.helpers.setdefault(helper, (spec[4], set()))[1].add(family)
@@ -372,6 +380,10 @@ def interface_script(plan, replace: bool = True, stale: tuple[str, ...] = ()) ->
     for helper, (protocol, families) in sorted(script.helpers.items()):
         body = _helper_decl(helper, protocol, families)
         lines.append(f"add ct helper {t} {helper_object(helper)} {{ {body} }}")
+    if script.apps:
+        from .appsets import declare
+
+        lines += declare(script.apps)
     bodies = script.chain_lines()
     for chain, rules in bodies.items():
         lines.append(f"add chain {t} {chain_ref(chain)}")
@@ -490,6 +502,7 @@ class NftablesBackend:
             stale = tuple(c for c in (listed[0] if listed else {}) if is_source_chain(c))
             touched |= set(stale) | {c for c in Script(plan).chains if is_source_chain(c)}
         self._change(interface_script(plan, stale=stale), touched)
+        self._fill_sets([plan])
         if plan.forwarding:
             from ..iptables.kernel import enable_forwarding
 
@@ -531,6 +544,7 @@ class NftablesBackend:
         if panic:
             lines += panic_script(True)
         self._commit(lines)
+        self._fill_sets(plans)
 
     def panic(self, on: bool) -> None:
         """Panic mode in or out: one transaction, every hook, both families."""
@@ -618,6 +632,21 @@ class NftablesBackend:
         # the engine hands self.views to the state and empties it; the next transaction of
         # this process starts from this view, not from the one checked before the run
         self.trusted[KEY] = self.views[KEY]
+
+    def _fill_sets(self, plans) -> None:
+        """The application sets the plans' rules use, filled with the cgroups that match
+        now (appsets.py); one that cannot be filled stays as it is (at worst empty: the
+        application is refused), and `nm-zones serve` tries again."""
+        apps = set()
+        for plan in plans:
+            apps |= Script(plan).apps
+        if not apps:
+            return
+        from .appsets import fill
+
+        for app in sorted(apps):
+            with contextlib.suppress(NftError):
+                fill(self.nft, app)
 
     def _elements_to(self, owned) -> list[tuple[str, str]]:
         listed = parse_listing(list_table(self.lister))
