@@ -179,12 +179,12 @@ class Engine:
                 )
                 return
             self.warn(f"unclaimed interfaces: {degraded}")
-        digest = catchall["digest"]
+        digest = self.compiled.catchall_digest(state.sources)
         if state.catchall_digest == digest:
             return
         started = time.monotonic()
         self.save(state, committing=self.backend.view_keys(FILTER_TABLES))
-        self.backend.apply(self.compiled.catchall_plan())
+        self.backend.apply(self.compiled.catchall_plan(state.sources))
         self._keep_entries()
         old = state.catchall_zone
         state.catchall_zone, state.catchall_digest = catchall["zone"], digest
@@ -200,6 +200,19 @@ class Engine:
                 degraded,
             )
         )
+
+    def set_sources(self, state: State, sources: dict[str, str]) -> None:
+        """Sources bound at runtime (doors/firewalld_sources.py), committed with the
+        catch-all; when the kernel refuses the commit, the state keeps the old ones (the
+        next run then rebuilds the table as it was)."""
+        old, state.sources = state.sources, sources
+        self._catchall_checked = False
+        try:
+            self.ensure_catchall(state)
+        except (KernelError, OSError):
+            state.sources = old
+            self.save(state)
+            raise
 
     # -- one interface -------------------------------------------------------------------
 
@@ -558,8 +571,9 @@ class Engine:
         covered = self.backend.view_keys
         has_filter = any(key in covered({table}) for table in FILTER_TABLES)
         if state.catchall_digest and "error" not in catchall and has_filter:
-            plans.append(self.compiled.catchall_plan())
-            state.catchall_zone, state.catchall_digest = catchall["zone"], catchall["digest"]
+            plans.append(self.compiled.catchall_plan(state.sources))
+            state.catchall_zone = catchall["zone"]
+            state.catchall_digest = self.compiled.catchall_digest(state.sources)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL or key not in covered(binding.table_set()):
                 continue
@@ -666,7 +680,12 @@ class Engine:
     def reload(self, state: State, keep_explicit: bool = False) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
         as it is now. `keep_explicit`: the zones callers set over D-Bus stay (a new default
-        zone moves only the interfaces that fell to the old one, as in firewalld)."""
+        zone moves only the interfaces that fell to the old one, as in firewalld); without
+        it, sources bound at runtime end here, as firewalld's runtime does."""
+        if state.sources and not keep_explicit:
+            state.sources = {}
+            self._catchall_checked = False
+            self.ensure_catchall(state)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL:
                 continue

@@ -52,8 +52,12 @@ def parts(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("zone", ZONES)
 def test_golden_plan(zone):
-    text = plan("eth0", zone)
-    path = os.path.join(GOLDEN, f"plan-eth0-{zone}.txt")
+    same_as_golden(plan("eth0", zone), f"plan-eth0-{zone}.txt")
+
+
+def same_as_golden(text: str, name: str) -> None:
+    """`text` is the golden file's (NMZ_REGEN_GOLDEN=1 writes it first)."""
+    path = os.path.join(GOLDEN, name)
     if os.environ.get("NMZ_REGEN_GOLDEN"):
         with open(path, "w") as stream:
             stream.write(text)
@@ -237,3 +241,22 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     for family, text in after.items():
         assert _applied_without_catchall(lab, family) == _plan_rules(text), family
         assert text != both[family]
+
+
+SOURCES_ZONE = """\
+target: drop
+services: [ssh]
+log-denied: true
+sources: [10.1.2.3, 10.9.0.0/16, 'fd00::/64', 'fd00::5']
+"""
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_golden_plan_of_a_zone_with_sources(tmp_path, backend):
+    """A zone's sources come first in nmz-input and nmz-forward (narrower networks first),
+    each family its own, leading to the zone's source chains."""
+    os.makedirs(tmp_path / "zones.d")
+    (tmp_path / "zones.d" / "lab.yaml").write_text(SOURCES_ZONE)
+    if backend == "nftables":
+        (tmp_path / "nm-zones.yaml").write_text("backend: nftables\n")
+    same_as_golden(plan("eth0", "lab", str(tmp_path)), f"plan-eth0-sources-{backend}.txt")

@@ -173,6 +173,7 @@ def _zone_view(zone, config) -> dict:
             for f in zone.forward_ports
         ],
         "log-denied": zone.log_denied,
+        "sources": list(zone.sources),
         "applications": list(zone.applications),
         "file": zone.source,
     }
@@ -192,7 +193,7 @@ def cmd_show(args) -> int:
             f"  service:      {name:<16} {_service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
-    for key in ("ports", "protocols", "icmp-blocks", "applications"):
+    for key in ("ports", "protocols", "icmp-blocks", "sources", "applications"):
         if view[key]:
             print(f"  {key + ':':<13} {' '.join(view[key])}")
     if view["masquerade"]:
@@ -273,6 +274,9 @@ def cmd_plan(args) -> int:
     if _paths().panic:
         print(f"nm-zones: {PANIC_LINE}; these rules take over then", file=sys.stderr)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
+    from ..ruleset.sources import plan_with_sources
+
+    ruleset = plan_with_sources(ruleset, zone, config)
     if _plan_backend(config.settings.backend) == "nftables":
         from ..backends.nftables.backend import plan_script
         from ..ruleset.cache import KernelPlan
@@ -513,6 +517,7 @@ def cmd_status(args) -> int:
         for name, binding in sorted(state.interfaces.items())
     ]
     catchall, problems = status_problems(engine, state, disabled, root)
+    sources = _source_rows(engine, state)
     panic = panic_row(engine, root)
     if args.json:
         _print_json(
@@ -522,6 +527,7 @@ def cmd_status(args) -> int:
                 "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
+                "sources": sources,
                 "problems": problems,
                 "interfaces": rows,
             }
@@ -536,6 +542,8 @@ def cmd_status(args) -> int:
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
         )
         print(f"rules held by: {_held_by(state)}")
+        if sources:
+            print("sources: " + ", ".join(f"{s} {zone}" for s, zone in sources.items()))
         for problem in problems:
             print(printable(problem))
         for row in rows:
@@ -623,12 +631,22 @@ def _rules_ahead(state) -> list[str]:
         return []
 
 
+def _source_rows(engine, state) -> dict[str, str]:
+    """Bound source (canonical) -> zone, the zone files' and the runtime's (committed with
+    the catch-all, whose kernel check covers them)."""
+    if "error" in engine.compiled.catchall:
+        return {}
+    from ..ruleset.sources import by_address
+
+    return by_address(engine.compiled.source_bindings(state.sources))
+
+
 def _catchall_held(engine, state) -> bool | None:
     """Whether the hooks and the catch-all (as the config says it now) are in the kernel."""
     catchall = engine.compiled.catchall
     if not state.catchall_zone or "error" in catchall:
         return None
-    return engine.backend.holds(engine.compiled.catchall_plan())
+    return engine.backend.holds(engine.compiled.catchall_plan(state.sources))
 
 
 def _held_by(state) -> str:

@@ -149,6 +149,11 @@ class RuntimeZones:
         settings["services"] = ("as", await self._services(found.name))
         ports = [tuple(p.split("/")) for p in await self._ports(found.name)]
         settings["ports"] = ("a(ss)", ports)
+        from .firewalld_sources import Sources  # the zone files' and the runtime's
+
+        (sources,) = await Sources(self.service).get_sources(found.name)
+        if sources:
+            settings["sources"] = ("as", sources)
         return (settings,)
 
     async def get_services(self, zone: str) -> tuple:

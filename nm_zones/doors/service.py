@@ -32,7 +32,7 @@ from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
-from . import networks_bus
+from . import firewalld_sources, networks_bus
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -217,6 +217,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
         (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
         **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
+        **firewalld_sources.methods(service),
     }
 
 
@@ -553,6 +554,8 @@ class ZoneService:
                 entry["interfaces"].append(name)
         for name, zone in sorted(self.pending.zones.items()):
             active.setdefault(zone, {"interfaces": []})["interfaces"].append(name)
+        state = engine.state_dir.load()
+        firewalld_sources.add_active(active, engine.compiled.source_bindings(state.sources))
         return (active,)
 
     async def get_zone_of_interface(self, interface: str) -> tuple:
@@ -994,7 +997,7 @@ def firewalld_introspection(base: str) -> str:
         "</method>\n"
     )
     runtime = RuntimeZones(None).methods()  # firewall-cmd's (doors/firewalld_zone.py)
-    extra_zone += method_xml(runtime, ZONE_INTERFACE)
+    extra_zone += method_xml(runtime, ZONE_INTERFACE) + firewalld_sources.INTROSPECTION
     main_opening = f'<interface name="{MAIN_INTERFACE}">\n'
     xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
     xml = xml.replace(main_opening, main_opening + method_xml(runtime, MAIN_INTERFACE), 1)

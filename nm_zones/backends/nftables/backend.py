@@ -43,7 +43,9 @@ from ...ruleset.layout import (
     LOOPBACK,
     NFT_PANIC_CHAINS,
     SECTION_CATCHALL,
+    SECTION_SOURCE,
     TABLE_ORDER,
+    is_source_chain,
 )
 from .libnft import FAMILY, TABLE, Nft, NftError, list_table
 
@@ -258,6 +260,8 @@ class Script:
         self.chains: dict[str, dict[str, tuple]] = {}  # chain -> family -> specs
         self.elements: dict[str, dict[str, str]] = {}  # map -> interface -> verdict
         self.catchall: dict[str, dict[str, list]] = {}  # base chain -> family -> rules
+        # base chain -> the source zones' rules at its head (before the vmap), both families
+        self.sources: dict[str, list[str]] = {}
         # conntrack helper -> (its protocol, the families whose rules use it)
         self.helpers: dict[str, tuple[str, set[str]]] = {}
         self.apps: set[str] = set()  # applications whose sets the rules use (appsets.py)
@@ -279,7 +283,11 @@ class Script:
                                     self.deadlines.add(deadline)
                 for dispatch_chain, section, _direction, interface, target in dispatch:
                     verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
-                    if section == SECTION_CATCHALL:
+                    if section == SECTION_SOURCE:
+                        base = HOOK_CHAINS[dispatch_chain][0]
+                        rule = f"{ADDRESS[family]} saddr {interface} {verb} {chain_ref(target)}"
+                        self.sources.setdefault(base, []).append(canonical(rule))
+                    elif section == SECTION_CATCHALL:
                         base = HOOK_CHAINS[dispatch_chain][0]
                         self.catchall.setdefault(base, {}).setdefault(family, []).append(
                             (_direction, interface, target, verb)
@@ -290,6 +298,19 @@ class Script:
 
     def chain_lines(self) -> dict[str, list[str]]:
         return {chain: chain_rules(families) for chain, families in self.chains.items()}
+
+    def base_lines(self) -> dict[str, list[str]]:
+        """The whole of `input` and `forward` as the catch-all's plan has them: the source
+        zones' rules, the vmap, then the catch-all's rules."""
+        catchall = self.catchall_lines()
+        return {
+            base: [
+                *self.sources.get(base, []),
+                vmap_rule(dispatch_of(base)),
+                *catchall.get(base, []),
+            ]
+            for base in sorted(set(catchall) | set(self.sources))
+        }
 
     def catchall_lines(self) -> dict[str, list[str]]:
         """The rules after the vmap in `input` and `forward` (exempt names return, the rest
@@ -349,10 +370,11 @@ def element_map(kind: str) -> str:
     return DISPATCH[kind][0]
 
 
-def interface_script(plan, replace: bool = True) -> list[str]:
+def interface_script(plan, replace: bool = True, stale: tuple[str, ...] = ()) -> list[str]:
     """Commands that make the table hold `plan` for its interface (the catch-all for None):
     its chains flushed and refilled, chains of kinds it no longer uses deleted with their
-    elements, its elements added (an element's verdict depends only on the name)."""
+    elements, its elements added (an element's verdict depends only on the name). `stale`:
+    source zones' chains the catch-all no longer has, deleted once nothing leads to them."""
     script = Script(plan)
     lines = []
     t = f"{FAMILY} {TABLE}"
@@ -372,14 +394,16 @@ def interface_script(plan, replace: bool = True) -> list[str]:
         lines += [f"add rule {t} {chain_ref(chain)} {rule}" for rule in rules]
     if plan.interface is None:
         owned = list(CATCHALL_CHAINS.values())
-        for base, rules in script.catchall_lines().items():
+        for base, rules in script.base_lines().items():
             lines.append(f"flush chain {t} {base}")
-            lines.append(f"add rule {t} {base} {vmap_rule(dispatch_of(base))}")
             lines += [f"add rule {t} {base} {rule}" for rule in rules]
+        lines += _drop_chains(None, [c for c in stale if c not in bodies])
     else:
         from ...ifname import chain_name
 
         owned = [chain_name(plan.interface, kind) for kind in CHAIN_KINDS]
+        for base, rules in script.sources.items():  # only `plan` shows a zone's sources here
+            lines += [f"insert rule {t} {base} {rule}" for rule in reversed(rules)]
     for dispatch_chain, elements in script.elements.items():
         for interface, verdict in elements.items():
             lines.append(f"add element {t} {dispatch_chain} {{ {quote(interface)} : {verdict} }}")
@@ -491,7 +515,12 @@ class NftablesBackend:
         )
         self.faults.check(owned)
         touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
-        self._change(interface_script(plan), touched)
+        stale: tuple[str, ...] = ()
+        if plan.interface is None:  # the source zones' chains are the catch-all's
+            listed = parse_listing(list_table(self.lister))
+            stale = tuple(c for c in (listed[0] if listed else {}) if is_source_chain(c))
+            touched |= set(stale) | {c for c in Script(plan).chains if is_source_chain(c)}
+        self._change(interface_script(plan, stale=stale), touched)
         self._fill_sets([plan])
         if plan.forwarding:
             from ..iptables.kernel import enable_forwarding
@@ -577,10 +606,7 @@ class NftablesBackend:
             for interface, verdict in elements.items():
                 if maps.get(dispatch_chain, {}).get(interface) != verdict:
                     return False
-        for base, rules in script.catchall_lines().items():
-            if chains.get(base) != [vmap_rule(dispatch_of(base)), *rules]:
-                return False
-        return True
+        return all(chains.get(base) == rules for base, rules in script.base_lines().items())
 
     def keep_entries(self, keep) -> None:
         """Nothing kept between runs: nft parses a script faster than entries can be read."""
