@@ -142,6 +142,38 @@ def test_without_polkit_a_click_changes_nothing_and_says_why(host):
     assert sni(host, "props", item)["Status"] == "NeedsAttention"
 
 
+PANIC_GRANT = """polkit.addRule(function(action, subject) {
+    if (action.id == "org.nm-zones.panic" && subject.user == "USER")
+        return polkit.Result.YES;
+});
+""".replace("USER", USER)
+
+
+def test_the_panic_item_blocks_everything_and_unchecking_restores_the_zone(host):
+    nm = host.nm
+    link, item, _menu = lan_in_the_tray(host)
+    nm.sh("mkdir -p /etc/polkit-1/rules.d")
+    nm.run(["sh", "-c", "cat > /etc/polkit-1/rules.d/50-panic.rules"], input_text=PANIC_GRANT)
+    check = "pkcheck --action-id org.nm-zones.panic --process $$"
+    wait_for(lambda: host.run(["sh", "-c", check], check=False).returncode == 0, 20,
+             what="polkit to grant panic mode")
+
+    def panic_item() -> dict:
+        entries = sni(host, "layout", item)["root"]["children"]
+        return next(e for e in entries if e.get("label") == "Block all network traffic")
+
+    assert panic_item().get("toggle-state", 0) == 0
+    sni(host, "click", item, str(panic_item()["id"]))
+    wait_for(lambda: panic_item().get("toggle-state") == 1, 10, what="the item checked")
+    assert nm.probe(specs(link)) == ["dropped"] * 6
+    props = sni(host, "props", item)
+    assert props["Status"] == "NeedsAttention" and "panic mode" in props["ToolTip"][3]
+
+    sni(host, "click", item, str(panic_item()["id"]))
+    wait_for(lambda: panic_item().get("toggle-state", 0) == 0, 10, what="the item unchecked")
+    assert nm.probe(specs(link)) == PUBLIC
+
+
 def test_a_connection_that_comes_up_appears_in_the_menu(host):
     nm = host.nm
     first = up(nm, "lan")

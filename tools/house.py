@@ -28,7 +28,7 @@ STAGES = (
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),
-    ("engine", ("engine", "state", "quick", "flows", "resolve", "networks")),
+    ("engine", ("engine", "state", "quick", "flows", "resolve", "sockdiag", "networks")),
     ("doors", ("doors", "desktop", "cli", "event", "__main__", "__init__")),
 )
 

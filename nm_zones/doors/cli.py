@@ -49,8 +49,12 @@ ALLOW_DETAILS = """\
 Without --permanent the change is at runtime: it goes into the kernel at once, IPv4 and IPv6,
 for one interface (--interface) or for every interface bound to a zone (--zone), including
 interfaces bound to it later. It lasts until `nm-zones reload`, until the interface goes
-down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for: the
-kernel itself stops accepting at that moment (the `time` match), with no process running.
+down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for, kept on
+the boot clock (a wall clock stepped back neither extends nor revives it): the rule leaves
+the kernel then, taken out by `nm-zones serve`'s timer or the next run of nm-zones. Until
+then the kernel stops accepting by itself: nftables with a set element that times out,
+iptables with the `time` match's --datestop (the wall clock: with iptables and no service
+running, a clock stepped back reopens it until the next run).
 Without --zone and --interface it applies to the one bound interface, when only one is.
 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
@@ -169,6 +173,7 @@ def _zone_view(zone, config) -> dict:
             for f in zone.forward_ports
         ],
         "log-denied": zone.log_denied,
+        "sources": list(zone.sources),
         "applications": list(zone.applications),
         "file": zone.source,
     }
@@ -188,7 +193,7 @@ def cmd_show(args) -> int:
             f"  service:      {name:<16} {_service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
-    for key in ("ports", "protocols", "icmp-blocks", "applications"):
+    for key in ("ports", "protocols", "icmp-blocks", "sources", "applications"):
         if view[key]:
             print(f"  {key + ':':<13} {' '.join(view[key])}")
     if view["masquerade"]:
@@ -269,6 +274,9 @@ def cmd_plan(args) -> int:
     if _paths().panic:
         print(f"nm-zones: {PANIC_LINE}; these rules take over then", file=sys.stderr)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
+    from ..ruleset.sources import plan_with_sources
+
+    ruleset = plan_with_sources(ruleset, zone, config)
     if _plan_backend(config.settings.backend) == "nftables":
         from ..backends.nftables.backend import plan_script
         from ..ruleset.cache import KernelPlan
@@ -504,6 +512,7 @@ def cmd_status(args) -> int:
         for name, binding in sorted(state.interfaces.items())
     ]
     catchall, problems = status_problems(engine, state, disabled, root)
+    sources = _source_rows(engine, state)
     panic = panic_row(engine, root)
     if args.json:
         _print_json(
@@ -513,6 +522,7 @@ def cmd_status(args) -> int:
                 "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
+                "sources": sources,
                 "problems": problems,
                 "interfaces": rows,
             }
@@ -527,6 +537,8 @@ def cmd_status(args) -> int:
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
         )
         print(f"rules held by: {_held_by(state)}")
+        if sources:
+            print("sources: " + ", ".join(f"{s} {zone}" for s, zone in sources.items()))
         for problem in problems:
             print(printable(problem))
         for row in rows:
@@ -602,7 +614,29 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
         f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
         for table in tables_changed
     ]
+    if root and not disabled:
+        problems += _rules_ahead(state)
     return catchall, problems
+
+
+def _rules_ahead(state) -> list[str]:
+    """Other programs' rules ahead of nm-zones' jumps that can accept what it refuses."""
+    from ..backends import rules_ahead
+
+    try:
+        return [line for key in sorted(state.kernel) for line in rules_ahead(key)]
+    except OSError:
+        return []
+
+
+def _source_rows(engine, state) -> dict[str, str]:
+    """Bound source (canonical) -> zone, the zone files' and the runtime's (committed with
+    the catch-all, whose kernel check covers them)."""
+    if "error" in engine.compiled.catchall:
+        return {}
+    from ..ruleset.sources import by_address
+
+    return by_address(engine.compiled.source_bindings(state.sources))
 
 
 def _catchall_held(engine, state) -> bool | None:
@@ -610,7 +644,7 @@ def _catchall_held(engine, state) -> bool | None:
     catchall = engine.compiled.catchall
     if not state.catchall_zone or "error" in catchall:
         return None
-    return engine.backend.holds(engine.compiled.catchall_plan())
+    return engine.backend.holds(engine.compiled.catchall_plan(state.sources))
 
 
 def _held_by(state) -> str:
@@ -950,7 +984,7 @@ def _add_allow_commands(sub) -> None:
                 "--for",
                 dest="duration",
                 metavar="DURATION",
-                help="until DURATION from now: 30s, 10m, 2h, 1d (the kernel ends it)",
+                help="until DURATION from now: 30s, 10m, 2h, 1d (on the boot clock)",
             )
         else:
             p.set_defaults(duration=None)

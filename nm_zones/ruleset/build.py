@@ -304,8 +304,14 @@ def _forwarding(zone: Zone) -> tuple[str, ...]:
     )
 
 
+def source_bindings(config: Config) -> dict[str, str]:
+    """source -> zone, for every zone file's `sources`."""
+    return {source: zone.name for zone in config.zones.values() for source in zone.sources}
+
+
 def compile_catchall(zone: Zone, config: Config) -> Ruleset:
-    """Default-zone rules for every interface no zone claims, except the exempt ones.
+    """Default-zone rules for every interface no zone claims, except the exempt ones (the
+    source zones join them in cache.CompiledConfig.catchall_plan).
 
     Only the filter table: it is what keeps a new interface closed before its first event.
     """

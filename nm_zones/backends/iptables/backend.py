@@ -66,6 +66,9 @@ class IptablesBackend:
         plan = without_applications(plan)
         return kernel_holds(Ruleset.from_kernel_tables(plan.interface, "", plan.tables))
 
+    def forget_deadlines(self, deadlines) -> None:
+        """Nothing kept: a timed rule is the whole of an allowance here."""
+
     def keep_entries(self, compiled) -> None:
         """Keep kernel entries built in this run for the next ones (entries.py), and only
         those the current config uses."""
