@@ -1,5 +1,6 @@
 """`nm-zones-settings`: the zone of every active connection, the defaults for wired, wireless
-and unknown networks, and zone support on or off, in a GTK 4 window. Every change goes
+and unknown networks, the known networks (networks_page.py), and zone support on or off, in
+a GTK 4 window. Every change goes
 through `nm-zones serve` (polkit decides); the window follows the service and
 NetworkManager live."""
 
@@ -24,6 +25,7 @@ from .common import (  # noqa: E402
     set_notifications_enabled,
     zone_label,
 )
+from .networks_page import KnownNetworks  # noqa: E402
 
 APP_ID = "org.nm_zones.Settings"
 REFRESH_DELAY_MS = 150  # signals come in bursts: one refresh after the burst
@@ -122,6 +124,9 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.defaults[key] = choice
         page.add(defaults)
 
+        self.networks = KnownNetworks(service, self.show, self.done, ZoneChoice)
+        page.add(self.networks.widget)
+
         general = Adw.PreferencesGroup(title=_("General"))
         self.enabled = switch_row(
             general,
@@ -188,6 +193,7 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.enabled.set_state(enabled)
             self.enabled.handler_unblock_by_func(self.set_enabled)
         self.show_connections([c for c in connections if c.get("zone")])
+        self.networks.refresh(self.zones)
 
     def show_connections(self, connections: list[dict]) -> None:
         seen = set()

@@ -779,7 +779,8 @@ class ZoneService:
     async def get_connections(self) -> tuple:
         """Every interface nm-zones holds a zone for, with its connection and the reason."""
         rows = []
-        for name, binding in sorted(self.engine().state_dir.load().interfaces.items()):
+        engine = self.engine()
+        for name, binding in sorted(engine.state_dir.load().interfaces.items()):
             rows.append(
                 {
                     "interface": name,
@@ -789,6 +790,7 @@ class ZoneService:
                     "connection": binding.connection_id,
                     "uuid": binding.connection_uuid,
                     "type": binding.connection_type,
+                    **networks_bus.identification(engine, name, binding),
                 }
             )
         return (rows,)
@@ -977,6 +979,9 @@ async def serve(paths: Paths) -> int:
             (NM_RESTARTS,),
         )
         await asyncio.to_thread(service.start)
+        watch = networks_bus.watch_identifications(service)
+        if watch is None:
+            log("cannot watch the hook's identifications: NetworksChanged only for own changes")
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
         done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)

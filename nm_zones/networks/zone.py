@@ -25,6 +25,7 @@ SEEN_FILE = "networks-seen"
 PREFIX_KNOWN = "known network"
 REASON_UNKNOWN = {"wired": "unknown wired network", "wireless": "unknown wireless network"}
 IDENTIFYING_ACTIONS = frozenset({"pre-up"})
+UNIDENTIFIED = ""  # a seen entry's network id: looked, no gateway or lease facts (yet)
 
 
 def known_reason(label: str) -> str:
@@ -50,7 +51,9 @@ def subject(connection, compiled) -> str:
 
 
 def read_seen(state_dir: str) -> dict:
-    """interface -> (ifindex, connection UUID, network id); empty when absent or unreadable."""
+    """interface -> (ifindex, connection UUID, network id); empty when absent or unreadable.
+    The id is UNIDENTIFIED when an event after pre-up looked and found nothing to identify
+    (the desktop agent then asks about the profile instead of waiting for a network)."""
     try:
         data = read_trusted(os.path.join(state_dir, SEEN_FILE))
         return marshal.loads(data) if data else {}
@@ -75,7 +78,8 @@ def remember(state_dir: str, interface: str, entry: tuple | None) -> None:
 
 
 def network_of(state_dir: str, interface: str, uuid: str) -> str:
-    """The id of the network `interface` is on, as its connection `uuid` identified it."""
+    """The id of the network `interface` is on, as its connection `uuid` identified it
+    ("" while none is)."""
     from ..ifname import interface_index
 
     entry = read_seen(state_dir).get(interface)
@@ -99,14 +103,19 @@ def decide(engine, interface: str, connection, decision: Decision, action: str, 
     if action in IDENTIFYING_ACTIONS:
         remember(state_dir, interface, None)
         return decision
+    from ..ifname import interface_index
+
     if not has_lease_facts(env):  # dhcp4-change in NetworkManager 1.42, vpn-up, ...
         network_id = network_of(state_dir, interface, connection.uuid)
-        return _by_id(engine, network_id, decision, kind) if network_id else decision
+        if network_id:
+            return _by_id(engine, network_id, decision, kind)
+        looked = (interface_index(interface), connection.uuid, UNIDENTIFIED)
+        remember(state_dir, interface, looked)
+        return decision
     identity = from_event(interface, env, wireless=kind == "wireless")
     if not identity.identified:
-        remember(state_dir, interface, None)
+        remember(state_dir, interface, (interface_index(interface), connection.uuid, UNIDENTIFIED))
         return decision
-    from ..ifname import interface_index
     from .store import load_store
 
     store = load_store(engine.paths)
@@ -179,6 +188,8 @@ def follow(engine, state) -> None:
     from ..ifname import interface_index
 
     for interface, (ifindex, uuid, network_id) in sorted(read_seen(engine.paths.state).items()):
+        if network_id == UNIDENTIFIED:
+            continue
         binding = state.interfaces.get(interface)
         if binding is None or binding.status != "applied" or binding.connection_uuid != uuid:
             continue
