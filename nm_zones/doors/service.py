@@ -557,6 +557,7 @@ class ZoneService:
 
         def work(state):
             from ..ifname import interface_index, matches_exempt
+            from ..networks.zone import quick_after
             from ..networks.zone import recorded as recorded_network
             from ..quick import inputs_key
             from ..resolve import decide_zone, not_allowed
@@ -586,6 +587,7 @@ class ZoneService:
             if not interface_index(interface):
                 raise FirewallError("INVALID_INTERFACE", f"'{interface}' does not exist")
             agrees = connection.found and decision.zone == target
+            agrees = agrees and quick_after(connection, engine.compiled)  # `up` identifies
             inputs = inputs_key(self.paths, env) if agrees else ""
             change = engine.apply_interface(interface, target, reason, connection, state, inputs)
             return target, change

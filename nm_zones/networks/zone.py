@@ -47,6 +47,14 @@ def subject(connection, compiled) -> str:
     return ""
 
 
+def quick_after(connection, compiled) -> bool:
+    """Whether a binding made while `connection` is being identified (pre-up, the stage-3
+    call) may let the next event take the quick path (quick.py). Not when its zone follows
+    its network: `up` must look for the network even when its inputs are unchanged (a
+    static profile without a gateway), and record what it found (read_seen)."""
+    return not subject(connection, compiled)
+
+
 # -- which interface is on which network (the state directory) --------------------------
 
 
