@@ -60,8 +60,8 @@ def quick_after(connection, compiled) -> bool:
 
 def read_seen(state_dir: str) -> dict:
     """interface -> (ifindex, connection UUID, network id); empty when absent or unreadable.
-    The id is UNIDENTIFIED when an event after pre-up looked and found nothing to identify
-    (the desktop agent then asks about the profile instead of waiting for a network)."""
+    The id is UNIDENTIFIED when `up` (or an event with lease facts) looked and found nothing
+    to identify (the desktop agent then asks about the profile, not about a network)."""
     try:
         data = read_trusted(os.path.join(state_dir, SEEN_FILE))
         return marshal.loads(data) if data else {}
@@ -117,8 +117,9 @@ def decide(engine, interface: str, connection, decision: Decision, action: str, 
         network_id = network_of(state_dir, interface, connection.uuid)
         if network_id:
             return _by_id(engine, network_id, decision, kind)
-        looked = (interface_index(interface), connection.uuid, UNIDENTIFIED)
-        remember(state_dir, interface, looked)
+        if action == "up":  # configured, and nothing to identify it by
+            looked = (interface_index(interface), connection.uuid, UNIDENTIFIED)
+            remember(state_dir, interface, looked)
         return decision
     identity = from_event(interface, env, wireless=kind == "wireless")
     if not identity.identified:
