@@ -645,9 +645,10 @@ class Engine:
         ):
             self.disable_all(state)
 
-    def reload(self, state: State) -> None:
+    def reload(self, state: State, keep_explicit: bool = False) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
-        as it is now."""
+        as it is now. `keep_explicit`: the zones callers set over D-Bus stay (a new default
+        zone moves only the interfaces that fell to the old one, as in firewalld)."""
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL:
                 continue
@@ -658,7 +659,7 @@ class Engine:
                 connection = profile
                 decision = self.decide(connection)
                 zone, reason = decision.zone, decision.reason
-            elif self._claimed(name, reason):
+            elif self._claimed(name, reason) or (keep_explicit and reason == REASON_DBUS):
                 if zone not in self.known_zones():  # back to what nobody claims
                     try:
                         self.remove_interface(name, f"zone {zone!r} no longer exists", state)

@@ -5,7 +5,7 @@ while the entry lives; the local socket of such a connection is aborted as well,
 nothing on this host is left to revive the flow once the entry expires. The kernel answers
 EOPNOTSUPP when it is built without CONFIG_INET_DIAG_DESTROY.
 
-One request, packed by hand (pyroute2 has no SOCK_DESTROY): struct nlmsghdr, then struct
+Requests packed by hand (pyroute2 has no SOCK_DESTROY): struct nlmsghdr, then struct
 inet_diag_req_v2 (include/uapi/linux/inet_diag.h).
 """
 
@@ -18,15 +18,18 @@ import socket
 import struct
 
 NETLINK_SOCK_DIAG = 4
-SOCK_DESTROY = 21
+SOCK_DIAG_BY_FAMILY, SOCK_DESTROY = 20, 21
+TCP_LISTEN = 10
 NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
 NLMSG_ERROR = 2
 NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: match by addresses alone
 ALL_STATES = 0xFFFFFFFF
 HEADER = struct.Struct("=IHHII")  # struct nlmsghdr
 # struct inet_diag_req_v2: family, protocol, ext, pad, states, then struct inet_diag_sockid:
-# ports (network order), source and destination (16 bytes each), interface, cookie
+# ports (network order), source and destination (16 bytes each), interface, cookie. An
+# answer, struct inet_diag_msg, starts with family, state, timer, retrans and the same sockid.
 REQUEST = struct.Struct("=BBBBI2s2s16s16sIII")
+MESSAGE = struct.Struct("=BBBB2s2s16s16sIII")
 
 
 def destroy_tcp(
@@ -35,33 +38,55 @@ def destroy_tcp(
     """Abort the TCP socket of this host at local:local_port connected to remote:remote_port
     (the kernel sends the peer a reset), on link index `interface` (0: any; a socket not bound
     to a link matches any). True when it was aborted, False when there is no
-    such socket; OSError when the kernel refuses (EOPNOTSUPP: no CONFIG_INET_DIAG_DESTROY)."""
+    such socket; OSError when the kernel refuses (EOPNOTSUPP: no CONFIG_INET_DIAG_DESTROY).
+
+    The kernel's lookup by addresses falls back to a listening socket on the local port when
+    the connection itself is gone: the socket is therefore first looked up (SOCK_DIAG_BY_FAMILY),
+    and only a connected one (not LISTEN, the peer's port its own) is destroyed, by its cookie."""
     here, there = ipaddress.ip_address(local), ipaddress.ip_address(remote)
     family = socket.AF_INET if here.version == 4 else socket.AF_INET6
-    body = REQUEST.pack(
-        family,
-        socket.IPPROTO_TCP,
-        0,
-        0,
-        ALL_STATES,
-        struct.pack("!H", local_port),
-        struct.pack("!H", remote_port),
-        here.packed.ljust(16, b"\0"),
-        there.packed.ljust(16, b"\0"),
-        interface,
-        NO_COOKIE,
-        NO_COOKIE,
-    )
-    message = HEADER.pack(HEADER.size + len(body), SOCK_DESTROY, NLM_F_REQUEST | NLM_F_ACK, 1, 0)
+    ports = (struct.pack("!H", local_port), struct.pack("!H", remote_port))
+    addresses = (here.packed.ljust(16, b"\0"), there.packed.ljust(16, b"\0"))
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as channel:
         channel.settimeout(5)
-        channel.sendto(message + body, (0, 0))
-        while True:
-            reply = channel.recv(65536)
-            _, kind, _, sequence, _ = HEADER.unpack_from(reply)
-            if kind == NLMSG_ERROR and sequence == 1:
-                (code,) = struct.unpack_from("=i", reply, HEADER.size)
-                break
+        request = REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, ALL_STATES, *ports,
+                               *addresses, interface, NO_COOKIE, NO_COOKIE)
+        code, found = _ask(channel, SOCK_DIAG_BY_FAMILY, request, 1)
+        if code:
+            return _answer(code)
+        state, peer_port, cookie = _connection(found)
+        if state == TCP_LISTEN or peer_port != ports[1]:
+            return False  # only a listener matched: the connection is gone
+        request = REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, ALL_STATES, *ports,
+                               *addresses, interface, *cookie)
+        code, _ = _ask(channel, SOCK_DESTROY, request, 2)
+    return _answer(code)
+
+
+def _ask(channel: socket.socket, kind: int, body: bytes, sequence: int) -> tuple[int, bytes]:
+    """Send one request; (error code, 0 for none; the payload of the first answer)."""
+    flags = NLM_F_REQUEST | (NLM_F_ACK if kind == SOCK_DESTROY else 0)
+    channel.sendto(HEADER.pack(HEADER.size + len(body), kind, flags, sequence, 0) + body, (0, 0))
+    while True:
+        reply = channel.recv(65536)
+        _, answer, _, number, _ = HEADER.unpack_from(reply)
+        if number != sequence:
+            continue
+        if answer == NLMSG_ERROR:
+            return struct.unpack_from("=i", reply, HEADER.size)[0], b""
+        return 0, reply[HEADER.size :]
+
+
+def _connection(message: bytes) -> tuple[int, bytes, tuple[int, int]]:
+    """(TCP state, the peer's port in network order, the socket's cookie) of an
+    inet_diag_msg."""
+    _family, state, _timer, _retrans, _sport, dport, _src, _dst, _if, *cookie = (
+        MESSAGE.unpack_from(message)
+    )
+    return state, dport, (cookie[0], cookie[1])
+
+
+def _answer(code: int) -> bool:
     if code == 0:
         return True
     if -code == errno.ENOENT:

@@ -41,3 +41,16 @@ def shown_value(value: object, limit: int = SHORT) -> str:
 def shown_arguments(values: tuple, limit: int = SHORT) -> str:
     """`('block', 'eth0')` for a log line, every argument shortened."""
     return "(" + ", ".join(shown_value(value, limit) for value in values) + ")"
+
+
+def duration_text(seconds: float) -> str:
+    """`1h 5m`, `9m 12s`, `42s`: a time left, in its two largest units."""
+    seconds = max(0, int(seconds))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    if seconds or not parts:
+        parts.append(f"{seconds}s")
+    return " ".join(parts[:2])

@@ -284,6 +284,127 @@ def test_the_window_shows_and_changes_zones_through_the_service(desk, tmp_path):
     assert "Traceback" not in desktop.log("settings.log")
 
 
+# the admin's own file of `home`: its comments and order must survive the editor's changes
+HOME_FILE = """# Home, as this admin wants it
+description: "Home network"   # shown in the window
+services:
+  - ssh          # remote login
+  - mdns
+  - ipp-client   # the printer
+  - dhcpv6-client
+# ports: none yet
+"""
+
+
+def zone_rows(window: Window) -> dict[str, dict]:
+    """The zone page's rows by their name: services, ports, interfaces, allowances."""
+    return {e["name"]: e for e in window.tree() if e["role"] == "list item" and e["name"]}
+
+
+def control(window: Window, name: str) -> dict:
+    """The one control (button, text field, combo box) whose accessible name is `name`."""
+    tree = window.tree()
+    found = [e for e in tree if e["name"] == name and e["role"] != "list item"]
+    assert found, f"no control named {name!r} in {[e['name'] for e in tree if e['name']]}"
+    return found[0]
+
+
+def tab_to(window: Window, name: str) -> None:
+    """The keyboard only: Tab until the control named `name` has the focus."""
+    window.desktop.point_at(window.desktop.window("--name", "Network Zones")[0])
+    seen = []
+    for _tab in range(60):
+        focused = [e for e in window.tree() if "focused" in e["states"]]
+        if any(e["name"] == name for e in focused):
+            return
+        seen.append([(e["role"], e["name"], e["path"]) for e in focused])
+        window.desktop.keys("Tab")
+    raise AssertionError(f"Tab never reached {name!r}: {seen}")
+
+
+def type_port(window: Window, port: str) -> None:
+    """Into the port field by keyboard: Tab to its Add button, Shift+Tab back into the field
+    (GTK does not tell AT-SPI when the field itself has the focus), type, Return."""
+    tab_to(window, "Add port")
+    window.desktop.keys("shift+Tab", "ctrl+a")
+    window.desktop.run(["xdotool", "type", "--delay", "60", port])
+    window.desktop.keys("Return")
+
+
+def drawn(desktop: Desktop, window: str, tmp_path) -> bool:
+    """Whether the bottom of the window shows something (X resizes at once, GTK draws after)."""
+    target = str(tmp_path / "bottom.png")
+    desktop.screenshot(target, window, "640x40+0+1290")
+    colours = subprocess.run(["identify", "-format", "%k", target], capture_output=True, text=True)
+    return colours.returncode == 0 and int(colours.stdout or 0) > 2
+
+
+def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path):
+    nm = desk
+    nm.listen()
+    nm.sh("mkdir -p /etc/nm-zones/zones.d")
+    nm.run(["sh", "-c", "cat > /etc/nm-zones/zones.d/home.yaml"], input_text=HOME_FILE)
+    lan = up(nm, "lan", "connection.zone", "home")
+    nm.wait_zone(lan.name, "home")
+    nm.wait_reachable(lan)
+    assert nm.probe(specs(lan)) == HOME
+    nm.nm_zones("allow", "9090/tcp", "--interface", lan.name, "--for", "10m")
+    desktop = Desktop(nm, USER)
+    desktop.start()
+    desktop.program("nm_zones.desktop.settings", "settings.log")
+    window = Window(desktop)
+    window.wait_row("lan", "Home")
+    desktop.atspi("action", APP, control(window, "Zones")["path"], "click")
+
+    # the page of home: its services with their ports, the interface, the allowance
+    wait_for(
+        lambda: (lambda r: r if "ipp-client" in r and "9090/tcp" in r else None)(zone_rows(window)),
+        20,
+        what=f"the page of zone home\n{desktop.log('settings.log')}",
+    )
+    texts = " ".join(e.get("text", "") for e in window.tree() if e["role"] == "label")
+    assert "631/udp" in texts and "lan" in texts and lan.name in texts, texts
+    assert re.search(rf"{lan.name} · (9m \d+s|10m) left", texts), texts
+
+    # without polkit's grant: refused, shown, nothing changes
+    desktop.atspi("action", APP, control(window, "Remove service ipp-client")["path"], "click")
+    window.wait_status(r"^Not authorized: polkit refused org\.nm-zones\.configure$")
+    assert nm.sh("cat /etc/nm-zones/zones.d/home.yaml").stdout == HOME_FILE
+    assert nm.probe(specs(lan)) == HOME
+
+    # granted: a service removed and a port added (typed, Return), the file keeps its comments
+    grant(nm, desktop)
+    desktop.atspi("action", APP, control(window, "Remove service ipp-client")["path"], "click")
+    window.wait_status(r"^zone home: ipp-client revoked permanently")
+    type_port(window, "8080/tcp")
+    window.wait_status(r"^zone home: 8080/tcp allowed permanently")
+    text = nm.sh("cat /etc/nm-zones/zones.d/home.yaml").stdout
+    assert text == HOME_FILE.replace("  - ipp-client   # the printer\n", "") + "ports: [8080/tcp]\n"
+    assert nm.probe(specs(lan)) == ["accepted", "accepted", "rejected"] * 2
+    wait_for(lambda: "8080/tcp" in zone_rows(window), 10, what="the port's row")
+    assert "ipp-client" not in zone_rows(window)
+
+    # a port that cannot be: the zone file's own message, the file unchanged
+    type_port(window, "70000/tcp")
+    window.wait_status(r"^port 70000 is out of range \(1-65535\)$")
+    assert nm.sh("cat /etc/nm-zones/zones.d/home.yaml").stdout == text
+    # the whole page in the picture: the window made taller (no window manager: xdotool)
+    shown = desktop.window("--name", "Network Zones")[0]
+    desktop.run(["xdotool", "windowsize", shown, "640", "1340"])
+    wait_for(lambda: drawn(desktop, shown, tmp_path), 10, what="GTK to draw the taller window")
+    screenshot(desktop, tmp_path, "zone-editor.png", shown)
+
+    # the runtime allowance revoked from the window
+    desktop.atspi("action", APP, control(window, f"Revoke 9090/tcp on {lan.name}")["path"], "click")
+    window.wait_status(rf"{lan.name} \(home\): 9090/tcp revoked")
+    assert "9090/tcp" not in nm.nm_zones("status", lan.name).stdout
+    wait_for(lambda: "9090/tcp" not in zone_rows(window), 10, what="the allowance's row to go")
+    assert "Traceback" not in desktop.log("settings.log")
+    with open(os.path.join(nm.tmp, "serve.log"), errors="replace") as stream:
+        served = stream.read()
+    assert "internal error" not in served and "refused (org.nm-zones.configure)" in served
+
+
 SERVER = "org.freedesktop.Notifications"
 
 

@@ -215,3 +215,51 @@ def test_the_direct_action_is_installed_and_never_kept(tmp_path):
     direct_action = next(a for a in actions.iter("action") if a.get("id") == direct.ACTION_DIRECT)
     defaults = {d.tag: d.text for d in direct_action.find("defaults")}
     assert set(defaults.values()) == {"auth_admin"}
+
+
+# -- firewall-cmd's runtime zone methods (doors/firewalld_zone.py) -------------------------
+
+
+def test_signatures_split_into_complete_types():
+    from nm_zones.doors.firewalld_zone import split_signature
+
+    assert split_signature("sssi") == ["s", "s", "s", "i"]
+    assert split_signature("sa{sv}") == ["s", "a{sv}"]
+    assert split_signature("aas") == ["aas"]
+    assert split_signature("sa(ssss)b") == ["s", "a(ssss)", "b"]
+    assert split_signature("") == []
+
+
+def test_the_runtime_methods_are_introspected_with_firewalld_signatures():
+    from nm_zones.doors.service import firewalld_introspection
+
+    root = ElementTree.fromstring(firewalld_introspection(INTROSPECTION))
+    zone = root.find("interface[@name='org.fedoraproject.FirewallD1.zone']")
+    add_port = zone.find("method[@name='addPort']")
+    assert [(a.get("type"), a.get("direction")) for a in add_port] == [
+        ("s", "in"),
+        ("s", "in"),
+        ("s", "in"),
+        ("i", "in"),
+        ("s", "out"),
+    ]
+    main = root.find("interface[@name='org.fedoraproject.FirewallD1']")
+    assert main.find("method[@name='authorizeAll']") is not None
+    assert main.find("method[@name='runtimeToPermanent']") is not None
+
+
+def test_interfaces_bound_before_they_exist_answer_as_firewalld():
+    from nm_zones.doors.firewalld_zone import PENDING_LIMIT, PendingInterfaces
+
+    pending = PendingInterfaces()
+    pending.add("work", "veth9", adding=True)
+    assert code(lambda: pending.add("work", "veth9", adding=True)) == "ZONE_ALREADY_SET"
+    assert code(lambda: pending.add("home", "veth9", adding=True)) == "ZONE_CONFLICT"
+    pending.add("home", "veth9", adding=False)  # changeZoneOfInterface moves it
+    assert pending.in_zone("home") == ["veth9"]
+    assert code(lambda: pending.remove("work", "veth9")) == "ZONE_CONFLICT"
+    assert pending.remove("", "veth9") == "home"
+    assert code(lambda: pending.remove("", "veth9")) == "UNKNOWN_INTERFACE"
+    for number in range(PENDING_LIMIT):
+        pending.add("work", f"v{number}", adding=True)
+    assert code(lambda: pending.add("work", "one-more", adding=True)) == "INVALID_INTERFACE"

@@ -62,7 +62,7 @@ class Service:
     def __init__(self):
         self.bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
 
-    def read(self, method: str, reply_type: str):
+    def read(self, method: str, reply_type: str, args: GLib.Variant | None = None):
         """A read (open to everyone): its value; ServiceError when it fails."""
         try:
             reply = self.bus.call_sync(
@@ -70,7 +70,7 @@ class Service:
                 OBJECT_PATH,
                 NMZ_INTERFACE,
                 method,
-                None,
+                args,
                 GLib.VariantType(f"({reply_type})"),
                 Gio.DBusCallFlags.NONE,
                 READ_TIMEOUT_MS,

@@ -1,8 +1,7 @@
 """`nm-zones-settings`: the zone of every active connection, the defaults for wired, wireless
 and unknown networks, the known networks (networks_page.py), and zone support on or off, in
-a GTK 4 window. Every change goes
-through `nm-zones serve` (polkit decides); the window follows the service and
-NetworkManager live."""
+a GTK 4 window. Every change goes through `nm-zones serve` (polkit decides); the window
+follows the service and NetworkManager live."""
 
 from __future__ import annotations
 
@@ -26,6 +25,7 @@ from .common import (  # noqa: E402
     zone_label,
 )
 from .networks_page import KnownNetworks  # noqa: E402
+from .zone_editor import ZoneEditor  # noqa: E402
 
 APP_ID = "org.nm_zones.Settings"
 REFRESH_DELAY_MS = 150  # signals come in bursts: one refresh after the burst
@@ -154,10 +154,17 @@ class SettingsWindow(Adw.ApplicationWindow):
             accessible_role=Gtk.AccessibleRole.STATUS,
         )
         self.status.update_property([Gtk.AccessibleProperty.LABEL], [_("Result")])
+        self.editor = ZoneEditor(
+            service, self.show, self.done, ZoneChoice(_("Zone to edit"), lambda _zone: None)
+        )
+        self.views = Gtk.Stack(vexpand=True)
+        self.views.add_titled(page, "connections", _("Connections"))
+        self.views.add_titled(self.editor, "zones", _("Zones"))
+        self.views.connect("notify::visible-child", lambda *_args: self.refresh())
+        header = Adw.HeaderBar(title_widget=Gtk.StackSwitcher(stack=self.views))
         box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
-        box.append(Adw.HeaderBar())
-        page.set_vexpand(True)
-        box.append(page)
+        box.append(header)
+        box.append(self.views)
         box.append(self.status)
         self.set_content(box)
 
@@ -194,6 +201,8 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.enabled.handler_unblock_by_func(self.set_enabled)
         self.show_connections([c for c in connections if c.get("zone")])
         self.networks.refresh(self.zones)
+        if self.views.get_visible_child() is self.editor:
+            self.editor.refresh(self.zones, connections)
 
     def show_connections(self, connections: list[dict]) -> None:
         seen = set()

@@ -16,6 +16,7 @@ from ..errors import UsageError, unknown_zone
 from ..log import to_syslog
 from ..ruleset.allowances import FOREVER, effective, expired
 from ..state import State
+from ..text import duration_text
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SECONDS = 366 * 86400
@@ -90,15 +91,7 @@ def until_text(deadline: int) -> str:
 
 def remaining_text(seconds: float) -> str:
     """`1h 5m left`, `42s left`."""
-    seconds = max(0, int(seconds))
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    if seconds or not parts:
-        parts.append(f"{seconds}s")
-    return " ".join(parts[:2]) + " left"
+    return f"{duration_text(seconds)} left"
 
 
 class Request:

@@ -166,6 +166,17 @@ INTROSPECTION = """\
       <arg name="descriptions" type="a{ss}" direction="out"/>
     </method>
     <method name="GetSettings"><arg name="settings" type="a{ss}" direction="out"/></method>
+    <method name="GetZone">
+      <arg name="zone" type="s" direction="in"/><arg name="details" type="a{sv}" direction="out"/>
+    </method>
+    <method name="EditZone">
+      <arg name="zone" type="s" direction="in"/><arg name="what" type="s" direction="in"/>
+      <arg name="add" type="b" direction="in"/><arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="RevokeAllowance">
+      <arg name="zone" type="s" direction="in"/><arg name="interface" type="s" direction="in"/>
+      <arg name="what" type="s" direction="in"/><arg name="changes" type="as" direction="out"/>
+    </method>
     <signal name="ZoneChanged"><arg name="change" type="a{ss}"/></signal>
     <signal name="SettingsChanged"/>
     <method name="GetNetworks"><arg name="networks" type="aa{ss}" direction="out"/></method>

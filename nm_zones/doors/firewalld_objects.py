@@ -26,6 +26,7 @@ from .firewalld_config import (
     zone_document,
     zone_text,
 )
+from .firewalld_permanent import item_methods
 
 
 class ConfigObjects:
@@ -57,7 +58,7 @@ class ConfigObjects:
             return None
         name = found[1]
         bound = functools.partial
-        return {
+        return item_methods(self, name) | {
             (CONFIG_ZONE_INTERFACE, "getSettings"): (
                 "",
                 SETTINGS_SIGNATURE,

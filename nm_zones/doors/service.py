@@ -52,6 +52,7 @@ from .direct import ACTION_DIRECT, DIRECT_INTERFACE, passthrough
 from .direct import introspection as direct_introspection
 from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
+from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
 from .limits import RefusalLog, bounded_reply, too_large
 
 NM_BUS = "org.freedesktop.NetworkManager"
@@ -76,6 +77,9 @@ MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
 LOG_LIMIT = 1024  # characters of one log line
 SUMMARY_AFTER = 2.0  # seconds between the summaries of refusals held back (limits.RefusalLog)
 CACHE_LIMIT = 4096
+NM_DEVICES = (  # a device appears: a binding made before it existed applies now
+    f"type='signal',sender='{NM_BUS}',interface='{NM_BUS}',member='DeviceAdded'"
+)
 NM_RESTARTS = (
     "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
     f"member='NameOwnerChanged',arg0='{NM_BUS}'"
@@ -207,6 +211,10 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetConnections"): ("", "aa{ss}", None, service.get_connections),
         (NMZ_INTERFACE, "GetZoneDescriptions"): ("", "a{ss}", None, service.get_descriptions),
         (NMZ_INTERFACE, "GetSettings"): ("", "a{ss}", None, service.get_settings),
+        **service.runtime_zones.methods(),  # firewall-cmd's (doors/firewalld_zone.py)
+        (NMZ_INTERFACE, "GetZone"): ("s", "a{sv}", None, service.get_zone),
+        (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
+        (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
         **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
     }
 
@@ -218,6 +226,8 @@ class ZoneService:
     def __init__(self, paths: Paths, bus: Bus):
         self.paths, self.bus = paths, bus
         self.mutex = asyncio.Lock()
+        self.runtime_zones = RuntimeZones(self)
+        self.pending = PendingInterfaces()  # bound before they exist
         self.methods = _methods(self)
         self.config_objects = ConfigObjects(self, log)
         self._compiled = None
@@ -277,14 +287,40 @@ class ZoneService:
 
     def signalled(self, message) -> None:
         """NetworkManager restarted (its name changed owner): its object paths start over."""
-        if message.body[:1] == (NM_BUS,):
+        from jeepney import HeaderFields
+
+        if message.header.fields.get(HeaderFields.member) == "DeviceAdded":
+            if self.pending.zones and message.body:
+                self.keep(self.device_added(message.body[0]))
+        elif message.body[:1] == (NM_BUS,):
             self._devices.clear()
             self._profiles.clear()
 
-    def received(self, message) -> None:
-        task = asyncio.get_running_loop().create_task(self.dispatch(Request(message)))
+    def keep(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def device_added(self, device: str) -> None:
+        """Apply a binding made before the interface existed."""
+        try:
+            interface = await self.nm_property(device, NM_DEVICE, "Interface")
+        except (TimeoutError, BusCallFailed):
+            return
+        zone = self.pending.zones.get(interface)
+        if zone is None:
+            return
+        async with self.mutex:
+            if self.pending.zones.get(interface) != zone:
+                return
+            del self.pending.zones[interface]
+            try:
+                await self.bind(zone, interface, adding=False)
+            except FirewallError as error:
+                log(f"{interface} appeared; its zone {zone} could not be applied: {error}", True)
+
+    def received(self, message) -> None:
+        self.keep(self.dispatch(Request(message)))
 
     async def dispatch(self, request: Request) -> None:
         from jeepney import new_error, new_method_return
@@ -497,18 +533,22 @@ class ZoneService:
 
     async def get_active_zones(self) -> tuple:
         engine = self.engine()
-        active: dict[str, dict[str, list[str]]] = {
-            engine.compiled.default_zone: {"interfaces": [], "sources": []}
-        }
+        # only zones with something bound, and only the keys that list something: the
+        # catch-all binds nothing (as in firewalld)
+        active: dict[str, dict[str, list[str]]] = {}
         for name, binding in sorted(engine.state_dir.load().interfaces.items()):
             if binding.status in ("applied", "applying"):
-                entry = active.setdefault(binding.zone, {"interfaces": [], "sources": []})
+                entry = active.setdefault(binding.zone, {"interfaces": []})
                 entry["interfaces"].append(name)
+        for name, zone in sorted(self.pending.zones.items()):
+            active.setdefault(zone, {"interfaces": []})["interfaces"].append(name)
         return (active,)
 
     async def get_zone_of_interface(self, interface: str) -> tuple:
         binding = self.engine().state_dir.load().interfaces.get(interface)
-        return (binding.zone if binding and binding.status in ("applied", "applying") else "",)
+        if binding and binding.status in ("applied", "applying"):
+            return (binding.zone,)
+        return (self.pending.zones.get(interface, ""),)
 
     async def get_interfaces(self, zone: str) -> tuple:
         """The interfaces bound to `zone` (Docker asks before adding docker0)."""
@@ -517,13 +557,12 @@ class ZoneService:
             raise FirewallError("INVALID_ZONE", zone)
         zone = zone or engine.compiled.default_zone
         bindings = engine.state_dir.load().interfaces
-        return (
-            sorted(
-                name
-                for name, binding in bindings.items()
-                if binding.zone == zone and binding.status in ("applied", "applying")
-            ),
-        )
+        bound = [
+            name
+            for name, binding in bindings.items()
+            if binding.zone == zone and binding.status in ("applied", "applying")
+        ]
+        return (sorted(bound + self.pending.in_zone(zone)),)
 
     async def query_interface(self, zone: str, interface: str) -> tuple:
         return (interface in (await self.get_interfaces(zone))[0],)
@@ -549,9 +588,21 @@ class ZoneService:
         return await self.bind(zone, interface, adding=False)
 
     async def bind(self, zone: str, interface: str, adding: bool) -> tuple:
+        from ..ifname import interface_index
+
         _check_name(interface)
         if self.paths.disabled:
             return (zone,)
+        if not interface_index(interface):  # bound when it appears (device_added)
+            engine = self.engine()
+            target = zone or engine.compiled.default_zone
+            if target not in engine.known_zones():
+                raise FirewallError("INVALID_ZONE", target)
+            self.pending.add(target, interface, adding)
+            signal_name = "InterfaceAdded" if adding else "ZoneOfInterfaceChanged"
+            await self.emit(ZONE_INTERFACE, signal_name, "ss", (target, interface))
+            return (target,)
+        self.pending.zones.pop(interface, None)
         connection, env = await self.nm_profile(interface)
         engine = self.engine()
 
@@ -577,7 +628,9 @@ class ZoneService:
                 raise FirewallError("INVALID_ZONE", zone)
             else:
                 target = zone
-                reason = decision.reason if decision.zone == zone else REASON_DBUS
+                # a zone named by the caller, not one it fell to, is an explicit binding
+                agreed = decision.zone == zone and decision.reason != "default-zone"
+                reason = decision.reason if agreed else REASON_DBUS
             if matches_exempt(interface, engine.compiled.exempt_interfaces):
                 reason = REASON_DBUS  # a claim: it binds an interface nobody else filters
             old = state.interfaces.get(interface)
@@ -600,6 +653,10 @@ class ZoneService:
 
     async def remove_interface(self, zone: str, interface: str) -> tuple:
         _check_name(interface)
+        if interface in self.pending.zones:
+            removed = self.pending.remove(zone, interface)
+            await self.emit(ZONE_INTERFACE, "InterfaceRemoved", "ss", (removed, interface))
+            return (removed,)
         engine = self.engine()
 
         def work(state):
@@ -653,6 +710,8 @@ class ZoneService:
             return
         bindings = engine.state_dir.load().interfaces
         for change in engine.changes:
+            if isinstance(change, str):  # a line of allow/revoke (doors/allow.py), no zone change
+                continue
             binding = bindings.get(change.interface)
             details = {
                 "interface": change.interface,
@@ -666,22 +725,52 @@ class ZoneService:
             await self.emit(NMZ_INTERFACE, "ZoneChanged", "a{ss}", (details,))
 
     async def reload(self) -> tuple:
-        await self._reload(fresh=False)
+        await self.reload_dropping_runtime(fresh=False)
         return ()
 
-    async def _reload(self, fresh: bool) -> list[str]:
-        """Re-apply what the config now says; `Reloaded` makes NetworkManager push the zone
+    async def reload_dropping_runtime(self, fresh: bool) -> None:
+        """firewalld's reload: what was changed at runtime ends (ports and services opened,
+        zones callers set on interfaces over D-Bus), as with `nm-zones reload`; what
+        runtimeToPermanent wrote stays."""
+        self.pending.zones.clear()
+        await self._reload(fresh, runtime=False)
+
+    async def _reload(self, fresh: bool, runtime: bool = True) -> list[str]:
+        """Re-apply what the config now says, keeping the runtime changes when `runtime`
+        (a new default zone); after a reload, `Reloaded` makes NetworkManager push the zone
         of every active device again."""
         if self.paths.disabled:
             return []
         engine = self.engine(fresh=fresh)
 
-        def action():
-            self.locked(engine, engine.reload)
+        def work(state):
+            if not runtime:  # firewalld keeps what has a timeout, until it expires
+                state.allowances = [a for a in state.allowances if a[0] == "" and a[3]]
+            engine.reload(state, keep_explicit=runtime)
 
-        await self.run_engine(engine, action, "COMMAND_FAILED")
-        await self.emit(MAIN_INTERFACE, "Reloaded")
+        await self.run_engine(engine, lambda: self.locked(engine, work), "COMMAND_FAILED")
+        if not runtime:
+            await self.emit(MAIN_INTERFACE, "Reloaded")
         return [str(change) for change in engine.changes]
+
+    async def make_bindings_permanent(self) -> None:
+        """runtimeToPermanent for interfaces: the zone a caller set over D-Bus goes into the
+        profile of the connection active on it (as `nm-zones assign`); an interface with no
+        NetworkManager connection has nowhere to keep it, and the log says so."""
+        from .nm import assign
+
+        engine = self.engine()
+
+        def work(state):
+            for name, binding in sorted(state.interfaces.items()):
+                if binding.reason != REASON_DBUS or binding.status != "applied":
+                    continue
+                if not binding.connection_uuid:
+                    log(f"{name}: zone {binding.zone} stays runtime only (no connection)")
+                    continue
+                assign(engine, binding.connection_uuid, binding.zone, state)
+
+        await self.in_worker(engine, work)
 
     async def enable_panic(self) -> tuple:
         await self._set_panic(True)
@@ -729,8 +818,10 @@ class ZoneService:
             raise FirewallError("INVALID_ZONE", zone)
         await asyncio.to_thread(set_map_zone, self.paths, key, zone)
         lines = await self._reload(fresh=True)
-        if key == "default-zone":
+        if key == "default-zone":  # no Reloaded: NetworkManager's replay would undo bindings
             await self.emit(MAIN_INTERFACE, "DefaultZoneChanged", "s", (zone,))
+        else:
+            await self.emit(MAIN_INTERFACE, "Reloaded")
         await self.emit(NMZ_INTERFACE, "SettingsChanged")
         return lines
 
@@ -820,6 +911,48 @@ class ZoneService:
             },
         )
 
+    # -- the zone editor of nm-zones-settings (doors/zone_editor.py) -----------------------
+
+    async def get_zone(self, zone: str) -> tuple:
+        from ..config.load import load
+        from .zone_editor import zone_details
+
+        loaded = await asyncio.to_thread(load, self.paths)
+        state = self.engine().state_dir.load()
+        try:
+            return (zone_details(loaded, state, zone),)
+        except UsageError as error:
+            raise FirewallError("INVALID_ZONE", str(error)) from None
+
+    async def edit_zone(self, zone: str, what: str, add: bool) -> tuple:
+        """`allow|revoke WHAT --zone ZONE --permanent` for a caller polkit allows."""
+        from .zone_editor import edit_zone
+
+        return await self._zone_change(
+            lambda e, loaded, s: edit_zone(e, loaded, zone, what, add, s)
+        )
+
+    async def revoke(self, zone: str, interface: str, what: str) -> tuple:
+        """`revoke WHAT --interface IFACE` (or `--zone ZONE`), a runtime allowance."""
+        from .zone_editor import revoke_allowance
+
+        return await self._zone_change(
+            lambda e, loaded, s: revoke_allowance(e, loaded, zone, interface, what, s)
+        )
+
+    async def _zone_change(self, change) -> tuple:
+        from ..config.load import load
+
+        engine = self.engine()
+        loaded = await asyncio.to_thread(load, self.paths)
+        await self.run_engine(
+            engine,
+            lambda: self.locked(engine, lambda s: change(engine, loaded, s)),
+            "INVALID_VALUE",
+        )
+        await self.emit(NMZ_INTERFACE, "SettingsChanged")
+        return ([str(change) for change in engine.changes],)
+
 
 def properties_methods() -> dict:
     """org.freedesktop.DBus.Properties on the main object (doors/firewalld_props.py)."""
@@ -853,7 +986,11 @@ def firewalld_introspection(base: str) -> str:
         '<arg name="interface" type="s" direction="in"/><arg type="b" direction="out"/>'
         "</method>\n"
     )
+    runtime = RuntimeZones(None).methods()  # firewall-cmd's (doors/firewalld_zone.py)
+    extra_zone += method_xml(runtime, ZONE_INTERFACE)
+    main_opening = f'<interface name="{MAIN_INTERFACE}">\n'
     xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
+    xml = xml.replace(main_opening, main_opening + method_xml(runtime, MAIN_INTERFACE), 1)
     xml = xml.replace("</node>", f'{direct_introspection()}  <node name="config"/>\n</node>', 1)
     return props.with_properties(xml)
 
@@ -979,6 +1116,14 @@ async def serve(paths: Paths) -> int:
             "AddMatch",
             "s",
             (NM_RESTARTS,),
+        )
+        await bus.call(
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "AddMatch",
+            "s",
+            (NM_DEVICES,),
         )
         await asyncio.to_thread(service.start)
         watch = networks_bus.watch_identifications(service)

@@ -1,0 +1,255 @@
+"""The zone editor of nm-zones-settings: a page per zone with what it opens (services with
+their ports, ports, protocols, masquerade, ICMP blocks), the interfaces in it now and the
+runtime allowances that reach it. Adding or removing a service or a port edits the admin's
+zone file through the service (EditZone, polkit's org.nm-zones.configure), as
+`nm-zones allow --permanent` does; a refusal or a validation error is shown, nothing changes."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import gi
+
+gi.require_version("Gtk", "4.0")
+gi.require_version("Adw", "1")
+
+from gi.repository import Adw, GLib, Gtk  # noqa: E402
+
+from ..text import duration_text, printable  # noqa: E402
+from .common import Service, ServiceError, _, zone_label  # noqa: E402
+
+CODE = re.compile(r"^[A-Z_]+: ")  # firewalld's error code before the message
+Done = Callable[[list[str] | None, ServiceError | None], None]
+
+
+def markup(text: str) -> str:
+    """Rows read their title and subtitle as Pango markup: escaped, and printable."""
+    return GLib.markup_escape_text(printable(text))
+
+
+def named(widget: Gtk.Widget, name: str) -> Gtk.Widget:
+    """What a screen reader says for the widget."""
+    widget.update_property([Gtk.AccessibleProperty.LABEL], [name])
+    return widget
+
+
+def time_left(deadline: int) -> str:
+    """`9m 12s left`, `2h 5m left`; `until revoked` for an allowance without end."""
+    if not deadline:
+        return _("until revoked")
+    return _("{time} left").format(time=duration_text(deadline - time.time()))
+
+
+def yes_no(value: bool) -> str:
+    return _("yes") if value else _("no")
+
+
+class ZonePage(Adw.PreferencesPage):
+    """One zone: its groups are filled again from GetZone's answer (`fill`)."""
+
+    def __init__(self, zone: str, change: Callable[[str, str, GLib.Variant], None]):
+        super().__init__()
+        self.zone, self.change = zone, change
+        self.rows: list[tuple[Adw.PreferencesGroup, Gtk.Widget]] = []
+        self.timed: list[tuple[Adw.ActionRow, str, int]] = []  # allowance rows, their deadline
+
+        self.title = Adw.PreferencesGroup(title=zone_label(zone))
+        self.add(self.title)
+        self.services = Adw.PreferencesGroup(
+            title=_("Services"), description=_("Services the zone opens, with their ports")
+        )
+        self.add_service = self._entry(self.services, _("Add a service, such as https"), "svc")
+        self.add(self.services)
+        self.ports = Adw.PreferencesGroup(title=_("Ports"))
+        self.add_port = self._entry(self.ports, _("Add a port, such as 8080/tcp"), "port")
+        self.add(self.ports)
+        self.interfaces = Adw.PreferencesGroup(title=_("Interfaces in this zone now"))
+        self.add(self.interfaces)
+        self.allowances = Adw.PreferencesGroup(
+            title=_("Runtime allowances"),
+            description=_("Opened by nm-zones allow, until they end or are revoked"),
+        )
+        self.add(self.allowances)
+        self.about = Adw.PreferencesGroup(title=_("Other settings"))
+        self.add(self.about)
+
+    def _entry(self, group: Adw.PreferencesGroup, title: str, kind: str) -> Adw.EntryRow:
+        """A row to type a service or a port into; Return or its Add button adds it."""
+        entry = Adw.EntryRow(title=title)
+        button = named(
+            Gtk.Button(label=_("Add"), valign=Gtk.Align.CENTER),
+            _("Add service") if kind == "svc" else _("Add port"),
+        )
+        entry.add_suffix(button)
+        entry.connect("entry-activated", lambda _row: self._add(entry))
+        button.connect("clicked", lambda _button: self._add(entry))
+        group.add(entry)
+        return entry
+
+    def _add(self, entry: Adw.EntryRow) -> None:
+        what = entry.get_text().strip()
+        if what:
+            self.edit(what, True)
+
+    def edit(self, what: str, add: bool) -> None:
+        verb = _("Adding {what} to zone {zone}…") if add else _("Removing {what} from zone {zone}…")
+        self.change(
+            verb.format(what=what, zone=self.zone),
+            "EditZone",
+            GLib.Variant("(ssb)", (self.zone, what, add)),
+        )
+
+    def revoke(self, interface: str, what: str) -> None:
+        self.change(
+            _("Revoking {what}…").format(what=what),
+            "RevokeAllowance",
+            GLib.Variant("(sss)", (self.zone, interface, what)),
+        )
+
+    # -- showing -----------------------------------------------------------------------
+
+    def _row(self, group, title: str, subtitle: str = "", button=None) -> Adw.ActionRow:
+        row = Adw.ActionRow(title=markup(title), subtitle=markup(subtitle))
+        if button is not None:  # not the row's activatable widget: its own name is said alone
+            row.add_suffix(button)
+        group.add(row)
+        self.rows.append((group, row))
+        return row
+
+    def _button(self, label: str, name: str, clicked: Callable[[], None]) -> Gtk.Button:
+        button = named(Gtk.Button(label=label, valign=Gtk.Align.CENTER), name)
+        button.connect("clicked", lambda _button: clicked())
+        return button
+
+    def fill(self, details: dict, connections: dict[str, str]) -> None:
+        for group, row in self.rows:
+            group.remove(row)
+        self.rows, self.timed = [], []
+        listed_now = [name for name, _ports in details.get("services", [])]
+        for entry, items in (
+            (self.add_service, listed_now),
+            (self.add_port, details.get("ports", [])),
+        ):
+            if entry.get_text().strip().lower() in items:
+                entry.set_text("")  # added: the row below says so
+        self.title.set_description(markup(details.get("description", "")))
+        listed = ", ".join
+        for title, value in (
+            (_("Protocols"), listed(details.get("protocols", [])) or _("none")),
+            (_("Masquerade"), yes_no(details.get("masquerade", False))),
+            (_("ICMP blocks"), listed(details.get("icmp-blocks", [])) or _("none")),
+            (_("Log denied packets"), yes_no(details.get("log-denied", False))),
+            (_("Target"), details.get("target", "")),
+            (_("File"), details.get("file", "")),
+        ):
+            self._row(self.about, title, value)
+        for name, ports in details.get("services", []):
+            remove = self._button(
+                _("Remove"),
+                _("Remove service {name}").format(name=name),
+                lambda name=name: self.edit(name, False),
+            )
+            self._row(self.services, name, ports or _("no ports"), remove)
+        for port in details.get("ports", []):
+            remove = self._button(
+                _("Remove"),
+                _("Remove port {port}").format(port=port),
+                lambda port=port: self.edit(port, False),
+            )
+            self._row(self.ports, port, "", remove)
+        for entry in details.get("interfaces", []):
+            interface = entry["interface"]
+            name = entry.get("connection") or connections.get(interface) or interface
+            self._row(self.interfaces, name, interface)
+        if not details.get("interfaces"):
+            self._row(self.interfaces, _("No interface is in this zone now"))
+        for entry in details.get("allowances", []):
+            interface, what = entry["interface"], entry["what"]
+            deadline = int(entry.get("deadline") or 0)
+            where = interface or _("every interface of the zone")
+            revoke = self._button(
+                _("Revoke"),
+                _("Revoke {what} on {where}").format(what=what, where=where),
+                lambda interface=interface, what=what: self.revoke(interface, what),
+            )
+            row = self._row(self.allowances, what, "", revoke)
+            self.timed.append((row, where, deadline))
+        if not details.get("allowances"):
+            self._row(self.allowances, _("Nothing is allowed at runtime"))
+        self.tick()
+
+    def tick(self) -> None:
+        """The time left of every allowance, again."""
+        for row, where, deadline in self.timed:
+            row.set_subtitle(markup(f"{where} · {time_left(deadline)}"))
+
+
+class ZoneEditor(Gtk.Box):
+    """A zone selector above a stack with one page per zone (made when first shown)."""
+
+    def __init__(self, service: Service, show: Callable[[str], None], done: Done, choice):
+        """`choice`: a settings.ZoneChoice whose `on_chosen` is set here."""
+        super().__init__(orientation=Gtk.Orientation.VERTICAL)
+        self.service, self.show, self.done = service, show, done
+        self.pages: dict[str, ZonePage] = {}
+        self.connections: dict[str, str] = {}
+        self.zone = ""
+        self.choice = choice
+        choice.on_chosen = self.select
+        named(choice.widget, _("Zone to edit"))
+        label = Gtk.Label(label=_("Zone to edit"), xalign=0, hexpand=True)
+        top = Gtk.Box(spacing=12, margin_start=18, margin_end=18, margin_top=12)
+        top.append(label)
+        top.append(self.choice.widget)
+        self.append(top)
+        self.stack = Gtk.Stack(vexpand=True)
+        self.append(self.stack)
+        GLib.timeout_add_seconds(1, self._tick)
+
+    def _tick(self) -> bool:
+        page = self.pages.get(self.zone)
+        if page is not None and self.get_mapped():
+            page.tick()
+        return GLib.SOURCE_CONTINUE
+
+    def select(self, zone: str) -> None:
+        self.zone = zone
+        self.refresh()
+
+    def refresh(self, zones: list[str] | None = None, connections: list[dict] = ()) -> None:
+        """The zone list (when given) and the shown zone's page, read again."""
+        if connections:
+            self.connections = {c["interface"]: c.get("connection", "") for c in connections}
+        if zones is not None:
+            if not self.zone:
+                current = [c.get("zone") for c in connections if c.get("zone") in zones]
+                self.zone = current[0] if current else ("public" if "public" in zones else "")
+                self.zone = self.zone or (zones[0] if zones else "")
+            if self.zone:
+                self.choice.set(zones, self.zone)
+        if not self.zone:
+            return
+        page = self.pages.get(self.zone)
+        if page is None:
+            page = self.pages[self.zone] = ZonePage(self.zone, self.change)
+            self.stack.add_named(page, self.zone)
+        self.stack.set_visible_child(page)
+        try:
+            details = self.service.read("GetZone", "a{sv}", GLib.Variant("(s)", (self.zone,)))
+        except ServiceError as error:
+            self.show(str(error))
+            return
+        page.fill(details, self.connections)
+
+    def change(self, saying: str, method: str, args: GLib.Variant) -> None:
+        self.show(saying)
+        self.service.change(method, args, self._done)
+
+    def _done(self, lines: list[str] | None, error: ServiceError | None) -> None:
+        """The service's answer, without firewalld's error code (`INVALID_VALUE: `): the
+        user reads what is wrong with what they typed."""
+        if error is not None and not error.not_authorized:
+            error = ServiceError(CODE.sub("", str(error), count=1))
+        self.done(lines, error)

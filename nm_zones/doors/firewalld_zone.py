@@ -1,0 +1,377 @@
+"""firewalld's runtime zone methods for firewall-cmd and scripts: `getZoneSettings2`, the
+services, ports, masquerade and forward ports of a zone (`zone.addPort` and the rest),
+`authorizeAll`, `listServices`, `runtimeToPermanent` and `completeReload`.
+
+A runtime port or service is an nm-zones runtime allowance for the whole zone (the machinery
+of `nm-zones allow`, doors/allow.py): an ACCEPT rule in every interface of the zone, with a
+timeout expiring in the kernel itself; it ends with `reload`, as in firewalld. nm-zones has
+no runtime masquerade or forward ports: those are changed with `--permanent` and a reload,
+and a runtime call says so with a firewalld error code (never a silent success). Errors carry
+firewalld's codes and wording, so that firewall-cmd turns ALREADY_ENABLED and NOT_ENABLED
+into warnings as it does against firewalld.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from ..config.load import load
+from ..errors import ConfigError, UsageError
+from ..ruleset.allowances import expired
+from .busapi import ACTION_CONFIGURE, MAIN_INTERFACE, ZONE_INTERFACE, FirewallError
+from .firewalld_config import settings_dict
+
+RUNTIME_ONLY_PERMANENT = (
+    "nm-zones changes masquerade and forward ports in the zone's file only: use "
+    "firewall-cmd --permanent, then --reload"
+)
+# what nm-zones does not do, each refused with a firewalld code firewall-cmd knows
+UNSUPPORTED = {
+    "addRichRule": ("INVALID_RULE", "nm-zones has no rich rules"),
+    "addProtocol": ("INVALID_PROTOCOL", "nm-zones adds protocols in the zone's file only"),
+    "addSourcePort": ("INVALID_PORT", "nm-zones zones have no source ports"),
+    "addIcmpBlock": ("INVALID_ICMPTYPE", "nm-zones blocks ICMP types in the zone's file only"),
+    "addIcmpBlockInversion": ("INVALID_ICMPTYPE", "nm-zones has no ICMP block inversion"),
+    "enableLockdown": ("INVALID_COMMAND", "nm-zones has no lockdown: polkit decides"),
+}
+UNSUPPORTED_SIGNATURES = {
+    "addRichRule": "ssi",
+    "addProtocol": "ssi",
+    "addSourcePort": "sssi",
+    "addIcmpBlock": "ssi",
+    "addIcmpBlockInversion": "s",
+    "enableLockdown": "",
+}
+
+
+def port_text(port: str, protocol: str) -> str:
+    return f"{port}/{protocol}"
+
+
+def in_file(item: str, zone: str) -> str:
+    return (
+        f"'{item}' comes with the file of zone '{zone}': nm-zones removes it with "
+        "--permanent, then --reload"
+    )
+
+
+class RuntimeZones:
+    """The runtime zone methods of one service (doors/service.py's ZoneService)."""
+
+    def __init__(self, service):
+        self.service = service
+
+    def methods(self) -> dict:
+        """Entries for the main object's method table (same shape as service._methods)."""
+        s, configure = self, ACTION_CONFIGURE
+        table = {
+            (MAIN_INTERFACE, "authorizeAll"): ("", "", configure, s.authorize_all),
+            (MAIN_INTERFACE, "listServices"): ("", "as", None, s.list_services),
+            (MAIN_INTERFACE, "runtimeToPermanent"): ("", "", configure, s.runtime_to_permanent),
+            (MAIN_INTERFACE, "completeReload"): ("", "", configure, s.complete_reload),
+            (ZONE_INTERFACE, "getZoneSettings2"): ("s", "a{sv}", None, s.get_zone_settings2),
+            (ZONE_INTERFACE, "getServices"): ("s", "as", None, s.get_services),
+            (ZONE_INTERFACE, "getPorts"): ("s", "aas", None, s.get_ports),
+            (ZONE_INTERFACE, "queryService"): ("ss", "b", None, s.query_service),
+            (ZONE_INTERFACE, "queryPort"): ("sss", "b", None, s.query_port),
+            (ZONE_INTERFACE, "addService"): ("ssi", "s", configure, s.add_service),
+            (ZONE_INTERFACE, "removeService"): ("ss", "s", configure, s.remove_service),
+            (ZONE_INTERFACE, "addPort"): ("sssi", "s", configure, s.add_port),
+            (ZONE_INTERFACE, "removePort"): ("sss", "s", configure, s.remove_port),
+            (ZONE_INTERFACE, "queryMasquerade"): ("s", "b", None, s.query_masquerade),
+            (ZONE_INTERFACE, "addMasquerade"): ("si", "s", configure, s.add_masquerade),
+            (ZONE_INTERFACE, "removeMasquerade"): ("s", "s", configure, s.remove_masquerade),
+            (ZONE_INTERFACE, "getForwardPorts"): ("s", "aas", None, s.get_forward_ports),
+            (ZONE_INTERFACE, "queryForwardPort"): ("sssss", "b", None, s.query_forward_port),
+            (ZONE_INTERFACE, "addForwardPort"): ("sssssi", "s", configure, s.add_forward_port),
+            (ZONE_INTERFACE, "removeForwardPort"): ("sssss", "s", configure, s.refuse_forward),
+        }
+        for name, (code, why) in UNSUPPORTED.items():
+            interface = MAIN_INTERFACE if name == "enableLockdown" else ZONE_INTERFACE
+            table[(interface, name)] = (
+                UNSUPPORTED_SIGNATURES[name],
+                "s" if interface == ZONE_INTERFACE else "",
+                configure,
+                _refusal(code, why),
+            )
+        return table
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def _loaded(self):
+        return await asyncio.to_thread(load, self.service.paths)
+
+    def _zone_name(self, zone: str) -> str:
+        """firewalld's check_zone: "" is the default zone; an unknown one INVALID_ZONE."""
+        engine = self.service.engine()
+        name = zone or engine.compiled.default_zone
+        if name not in engine.known_zones():
+            raise FirewallError("INVALID_ZONE", name)
+        return name
+
+    async def _zone(self, zone: str):
+        name = self._zone_name(zone)
+        found = (await self._loaded()).config.zones.get(name)
+        if found is None:
+            raise FirewallError(
+                "INVALID_ZONE", f"{name}: the zone cannot be loaded (see: nm-zones check)"
+            )
+        return found
+
+    def _runtime(self, zone: str) -> list[str]:
+        """What runtime allowances open for the whole of `zone` now (ports and services)."""
+        state = self.service.engine().state_dir.load()
+        return [a[2] for a in state.allowances if a[0] == "" and a[1] == zone and not expired(a)]
+
+    async def _services(self, zone: str) -> list[str]:
+        found = await self._zone(zone)
+        extra = [w for w in self._runtime(found.name) if "/" not in w]
+        return list(dict.fromkeys([*found.services, *extra]))
+
+    async def _ports(self, zone: str) -> list[str]:
+        found = await self._zone(zone)
+        extra = [w for w in self._runtime(found.name) if "/" in w]
+        return list(dict.fromkeys([*(str(p) for p in found.ports), *extra]))
+
+    async def authorize_all(self) -> tuple:
+        """firewall-cmd asks once before a change: polkit has already said yes here."""
+        return ()
+
+    async def list_services(self) -> tuple:
+        return (sorted((await self._loaded()).config.services),)
+
+    async def get_zone_settings2(self, zone: str) -> tuple:
+        """The zone's settings with its runtime additions and the interfaces bound to it."""
+        found = await self._zone(zone)
+        (interfaces,) = await self.service.get_interfaces(found.name)
+        settings = settings_dict(found, interfaces)
+        settings["services"] = ("as", await self._services(found.name))
+        ports = [tuple(p.split("/")) for p in await self._ports(found.name)]
+        settings["ports"] = ("a(ss)", ports)
+        return (settings,)
+
+    async def get_services(self, zone: str) -> tuple:
+        return (await self._services(zone),)
+
+    async def get_ports(self, zone: str) -> tuple:
+        return ([p.split("/") for p in await self._ports(zone)],)
+
+    async def query_service(self, zone: str, service: str) -> tuple:
+        return (service in await self._services(zone),)
+
+    async def query_port(self, zone: str, port: str, protocol: str) -> tuple:
+        return (port_text(port, protocol) in await self._ports(zone),)
+
+    async def query_masquerade(self, zone: str) -> tuple:
+        return ((await self._zone(zone)).masquerade,)
+
+    async def get_forward_ports(self, zone: str) -> tuple:
+        (settings,) = await self.get_zone_settings2(zone)
+        return ([list(f) for f in settings["forward_ports"][1]],)
+
+    async def query_forward_port(self, zone, port, protocol, to_port, to_addr) -> tuple:
+        (forwards,) = await self.get_forward_ports(zone)
+        return ([port, protocol, to_port, to_addr] in forwards,)
+
+    # -- changes ----------------------------------------------------------------------------
+
+    async def add_service(self, zone: str, service: str, timeout: int) -> tuple:
+        name = self._zone_name(zone)
+        if service not in (await self._loaded()).config.services:
+            raise FirewallError("INVALID_SERVICE", service)
+        if service in await self._services(name):
+            raise FirewallError("ALREADY_ENABLED", f"'{service}' already in '{name}'")
+        await self._allow(name, service, timeout, grant=True)
+        await self.service.emit(ZONE_INTERFACE, "ServiceAdded", "ssi", (name, service, timeout))
+        return (name,)
+
+    async def remove_service(self, zone: str, service: str) -> tuple:
+        name = self._zone_name(zone)
+        if service not in self._runtime(name):
+            if service in await self._services(name):
+                raise FirewallError("INVALID_COMMAND", in_file(service, name))
+            raise FirewallError("NOT_ENABLED", f"'{service}' not in '{name}'")
+        await self._allow(name, service, 0, grant=False)
+        await self.service.emit(ZONE_INTERFACE, "ServiceRemoved", "ss", (name, service))
+        return (name,)
+
+    async def add_port(self, zone: str, port: str, protocol: str, timeout: int) -> tuple:
+        name = self._zone_name(zone)
+        what = self._check_port(port, protocol)
+        if what in await self._ports(name):
+            raise FirewallError("ALREADY_ENABLED", f"'{port}:{protocol}' already in '{name}'")
+        await self._allow(name, what, timeout, grant=True)
+        body = (name, port, protocol, timeout)
+        await self.service.emit(ZONE_INTERFACE, "PortAdded", "sssi", body)
+        return (name,)
+
+    async def remove_port(self, zone: str, port: str, protocol: str) -> tuple:
+        name = self._zone_name(zone)
+        what = self._check_port(port, protocol)
+        if what not in self._runtime(name):
+            if what in await self._ports(name):
+                raise FirewallError("INVALID_COMMAND", in_file(f"{port}:{protocol}", name))
+            raise FirewallError("NOT_ENABLED", f"'{port}:{protocol}' not in '{name}'")
+        await self._allow(name, what, 0, grant=False)
+        await self.service.emit(ZONE_INTERFACE, "PortRemoved", "sss", (name, port, protocol))
+        return (name,)
+
+    @staticmethod
+    def _check_port(port: str, protocol: str) -> str:
+        from .allow import check_what
+
+        if protocol not in ("tcp", "udp", "sctp", "dccp"):
+            raise FirewallError(
+                "INVALID_PROTOCOL", f"'{protocol}' not in {{'tcp'|'udp'|'sctp'|'dccp'}}"
+            )
+        try:
+            return check_what(port_text(port, protocol), None)
+        except UsageError:
+            raise FirewallError("INVALID_PORT", port) from None
+
+    async def _allow(self, zone: str, what: str, timeout: int, grant: bool) -> None:
+        """`nm-zones allow|revoke WHAT --zone ZONE [--for TIMEOUTs]` under the state lock."""
+        from . import allow
+
+        if timeout < 0:
+            raise FirewallError("INVALID_VALUE", f"timeout '{timeout}' is not positive number")
+        loaded = await self._loaded()
+        args = SimpleNamespace(
+            command="allow" if grant else "revoke",
+            zone=zone,
+            interface="",
+            duration=f"{timeout}s" if timeout else "",
+            permanent=False,
+        )
+        engine = self.service.engine()
+        request = allow.Request(args, what, loaded)
+        # allow's lines go with the engine's changes: the service logs them
+        await self.service.in_worker(engine, lambda state: allow.run(engine, request, state))
+
+    async def add_masquerade(self, zone: str, timeout: int) -> tuple:
+        found = await self._zone(zone)
+        if found.masquerade:
+            raise FirewallError("ALREADY_ENABLED", f"masquerade already enabled in '{found.name}'")
+        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+
+    async def remove_masquerade(self, zone: str) -> tuple:
+        found = await self._zone(zone)
+        if not found.masquerade:
+            raise FirewallError("NOT_ENABLED", f"masquerade not enabled in '{found.name}'")
+        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+
+    async def add_forward_port(self, zone, port, protocol, to_port, to_addr, timeout) -> tuple:
+        name = self._zone_name(zone)
+        if (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
+            text = f"'{port}:{protocol}:{to_port}:{to_addr}' already in '{name}'"
+            raise FirewallError("ALREADY_ENABLED", text)
+        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+
+    async def refuse_forward(self, zone, port, protocol, to_port, to_addr) -> tuple:
+        name = self._zone_name(zone)
+        if not (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
+            text = f"'{port}:{protocol}:{to_port}:{to_addr}' not in '{name}'"
+            raise FirewallError("NOT_ENABLED", text)
+        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+
+    async def complete_reload(self) -> tuple:
+        """firewalld's reload with its modules unloaded: nm-zones has none to unload, so a
+        reload from the files, read afresh."""
+        await self.service.reload_dropping_runtime(fresh=True)
+        return ()
+
+    async def runtime_to_permanent(self) -> tuple:
+        """Every zone-wide runtime port and service without a timeout into its zone's file
+        (the admin's zones.d, as `allow --permanent`); the zones callers set on interfaces
+        over D-Bus become NetworkManager's (the profile's connection.zone, as `assign`),
+        so both survive `reload`."""
+        from ..config.zonefile import edit_zone_file
+
+        engine = self.service.engine()
+        state = engine.state_dir.load()
+        paths = self.service.paths
+        for owner, zone, what, deadline in state.allowances:
+            if owner == "" and deadline == 0:
+                key = "ports" if "/" in what else "services"
+                try:
+                    await asyncio.to_thread(edit_zone_file, paths, zone, key, what, True)
+                except (UsageError, ConfigError, OSError) as error:
+                    text = str(error).replace("\n", "; ")
+                    raise FirewallError("RT_TO_PERM_FAILED", f"zone '{zone}': {text}") from None
+        await self.service.make_bindings_permanent()
+        return ()
+
+
+def _refusal(code: str, why: str):
+    async def refuse(*_args) -> tuple:
+        raise FirewallError(code, why)
+
+    return refuse
+
+
+PENDING_LIMIT = 256  # interfaces bound before they exist, at most
+
+
+class PendingInterfaces:
+    """Interfaces a caller bound before they exist (firewall-cmd and firewalld's own tests
+    do this): the binding is kept here, answered by getZoneOfInterface and the lists, and
+    applied when NetworkManager reports the device (DeviceAdded). Runtime only, as in
+    firewalld: a reload or a restart of the service forgets them."""
+
+    def __init__(self):
+        self.zones: dict[str, str] = {}
+
+    def add(self, zone: str, interface: str, adding: bool) -> None:
+        old = self.zones.get(interface)
+        if adding and old is not None:
+            code = "ZONE_ALREADY_SET" if old == zone else "ZONE_CONFLICT"
+            raise FirewallError(code, f"'{interface}' already bound to '{old}'")
+        if old is None and len(self.zones) >= PENDING_LIMIT:
+            raise FirewallError(
+                "INVALID_INTERFACE",
+                f"'{interface}' does not exist, and {PENDING_LIMIT} such bindings wait already",
+            )
+        self.zones[interface] = zone
+
+    def remove(self, zone: str, interface: str) -> str:
+        old = self.zones.get(interface)
+        if old is None:
+            raise FirewallError("UNKNOWN_INTERFACE", f"'{interface}' is not in any zone")
+        if zone and zone != old:
+            raise FirewallError(
+                "ZONE_CONFLICT", f"remove_interface({zone}, {interface}): zoi='{old}'"
+            )
+        del self.zones[interface]
+        return old
+
+    def in_zone(self, zone: str) -> list[str]:
+        return [name for name, bound in self.zones.items() if bound == zone]
+
+
+def split_signature(signature: str) -> list[str]:
+    """A D-Bus signature as its complete types: `sa{sv}as` -> [s, a{sv}, as]."""
+    types, start, depth = [], 0, 0
+    for index, char in enumerate(signature):
+        if char in "({":
+            depth += 1
+        elif char in ")}":
+            depth -= 1
+        if depth == 0 and char != "a":
+            types.append(signature[start : index + 1])
+            start = index + 1
+    return types
+
+
+def method_xml(methods: dict, interface: str) -> str:
+    """<method> elements of `interface` from a method table (for introspection)."""
+    lines = []
+    for (owner, member), (in_signature, out_signature, _, _) in sorted(methods.items()):
+        if owner != interface:
+            continue
+        args = "".join(f'<arg type="{t}" direction="in"/>' for t in split_signature(in_signature))
+        args += "".join(
+            f'<arg type="{t}" direction="out"/>' for t in split_signature(out_signature)
+        )
+        lines.append(f'    <method name="{member}">{args}</method>\n')
+    return "".join(lines)
