@@ -154,3 +154,36 @@ def test_the_window_lists_known_networks_and_changes_them_under_polkit(desk):
     wait_for(lambda: window.row("home.example") is None, 20, what="A's row to go")
     assert [n["domain"] for n in known(nm)] == ["hotel.example"]
     assert "Traceback" not in desktop.log("settings.log")
+
+
+def test_the_service_notices_each_record_of_the_hook(tmp_path):
+    """The hook replaces its record of which network an interface is on by a rename
+    (files.write_atomically) and removes it; the service's watch fires for each."""
+    import asyncio
+
+    from nm_zones.doors.watch import FileWatch
+    from nm_zones.files import write_atomically
+    from nm_zones.networks.zone import SEEN_FILE
+
+    async def watched() -> list[str]:
+        fired: list[str] = []
+        changed = asyncio.Event()
+
+        def on_change() -> None:
+            fired.append("seen")
+            changed.set()
+
+        watch = FileWatch(str(tmp_path), SEEN_FILE, on_change)
+        assert watch.start()
+        try:
+            write_atomically(str(tmp_path / "state"), b"other")  # read past, not a record
+            write_atomically(str(tmp_path / SEEN_FILE), b"record")
+            await asyncio.wait_for(changed.wait(), 10)
+            changed.clear()
+            (tmp_path / SEEN_FILE).unlink()
+            await asyncio.wait_for(changed.wait(), 10)
+        finally:
+            watch.stop()
+        return fired
+
+    assert asyncio.run(watched()) == ["seen", "seen"]
