@@ -73,6 +73,12 @@ _nm_zones_reply() {
     done < <(sort -u)
 }
 
+# units and scopes running now, by their cgroup's name (allow --app)
+_nm_zones_apps() {
+    find /sys/fs/cgroup -maxdepth 6 -type d \( -name '*.service' -o -name '*.scope' \) \
+        -printf '%f\n' 2>/dev/null | sort -u
+}
+
 _nm_zones() {
     COMPREPLY=()
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
@@ -102,6 +108,7 @@ _nm_zones() {
         --zone) _nm_zones_reply "$cur" < <(_nm_zones_zones "$program"); return ;;
         --interface) _nm_zones_reply "$cur" < <(_nm_zones_interfaces); return ;;
         --for) COMPREPLY=($(compgen -W "30s 10m 1h 2h 1d" -- "$cur")); return ;;
+        --app) _nm_zones_reply "$cur" < <(_nm_zones_apps); return ;;
     esac
 
     local options="--help"
@@ -110,8 +117,8 @@ _nm_zones() {
         assign) options+=" --profile" ;;
         default-zone) options+=" --wired --wireless" ;;
         install) options+=" --root --uninstall" ;;
-        allow) options+=" --zone --interface --for --permanent" ;;
-        revoke) options+=" --zone --interface --permanent" ;;
+        allow) options+=" --app --zone --interface --for --permanent" ;;
+        revoke) options+=" --app --zone --interface --permanent" ;;
         log) options+=" --follow" ;;
     esac
     if [[ $cur == -* ]]; then

@@ -179,12 +179,12 @@ class Engine:
                 )
                 return
             self.warn(f"unclaimed interfaces: {degraded}")
-        digest = catchall["digest"]
+        digest = self.compiled.catchall_digest(state.sources)
         if state.catchall_digest == digest:
             return
         started = time.monotonic()
         self.save(state, committing=self.backend.view_keys(FILTER_TABLES))
-        self.backend.apply(self.compiled.catchall_plan())
+        self.backend.apply(self.compiled.catchall_plan(state.sources))
         self._keep_entries()
         old = state.catchall_zone
         state.catchall_zone, state.catchall_digest = catchall["zone"], digest
@@ -200,6 +200,19 @@ class Engine:
                 degraded,
             )
         )
+
+    def set_sources(self, state: State, sources: dict[str, str]) -> None:
+        """Sources bound at runtime (doors/firewalld_sources.py), committed with the
+        catch-all; when the kernel refuses the commit, the state keeps the old ones (the
+        next run then rebuilds the table as it was)."""
+        old, state.sources = state.sources, sources
+        self._catchall_checked = False
+        try:
+            self.ensure_catchall(state)
+        except (KernelError, OSError):
+            state.sources = old
+            self.save(state)
+            raise
 
     # -- one interface -------------------------------------------------------------------
 
@@ -329,11 +342,22 @@ class Engine:
         tables = binding.table_set() if previous is not None else None
         self.save(state, committing=self.backend.view_keys(tables))
         self.backend.apply(plan, previous)
+        if self.backend.name == "iptables":
+            self._warn_applications(interface, usable.name, plan)
         self._keep_entries()
         binding.status = "applied"
         binding.tables = [list(t) for t in new_tables]
         binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
         self.save(state)
+
+    def _warn_applications(self, interface: str, zone: str, plan) -> None:
+        """A zone's `applications` open nothing on iptables (ruleset/applications.py)."""
+        from .backends.iptables.backend import without_applications
+
+        if without_applications(plan) is not plan:
+            from .ruleset.applications import APPS_NO_EFFECT
+
+            self.warn(f"{interface}: zone {zone}: {APPS_NO_EFFECT}")
 
     def _end_forbidden_flows(self, interface: str, old, state: State, usable) -> int:
         """flows.py: a switch to a stricter zone ends the open flows the new zone forbids."""
@@ -446,11 +470,12 @@ class Engine:
             self.failed(PANIC_WORD, state, error)
 
     def expire_allowances(self, state: State) -> None:
-        """Runtime allowances past their deadline (the kernel already ignores their rules)
-        leave the state, and the interfaces they reached are committed without them."""
-        from .ruleset.allowances import expired
+        """Runtime allowances past their deadline (on CLOCK_BOOTTIME: ruleset/allowances.py)
+        leave the state, and the interfaces they reached are committed without them: at the
+        deadline their rules leave the kernel, not only stop matching."""
+        from .ruleset.allowances import DEADLINE, boottime, expired
 
-        now = time.time()
+        now = boottime()
         gone = [a for a in state.allowances if expired(a, now)]
         if not gone:
             return
@@ -463,6 +488,15 @@ class Engine:
             if not ended:
                 continue
             self.reapply(name, state, f"{', '.join(ended)} expired")
+        self.forget_deadlines(state, {a[DEADLINE] for a in gone})
+
+    def forget_deadlines(self, state: State, deadlines) -> None:
+        """What the backend keeps per deadline (nftables: a set) once no rule uses it."""
+        try:
+            self.backend.forget_deadlines(deadlines)
+        except (KernelError, OSError) as error:
+            self.warn(f"timed allowances: {describe(error)}")
+        self.save(state)
 
     def reapply(self, name: str, state: State, why: str) -> Change | None:
         """Commit a bound interface again as it is bound (its allowances changed); an error
@@ -540,8 +574,9 @@ class Engine:
         covered = self.backend.view_keys
         has_filter = any(key in covered({table}) for table in FILTER_TABLES)
         if state.catchall_digest and "error" not in catchall and has_filter:
-            plans.append(self.compiled.catchall_plan())
-            state.catchall_zone, state.catchall_digest = catchall["zone"], catchall["digest"]
+            plans.append(self.compiled.catchall_plan(state.sources))
+            state.catchall_zone = catchall["zone"]
+            state.catchall_digest = self.compiled.catchall_digest(state.sources)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL or key not in covered(binding.table_set()):
                 continue
@@ -648,7 +683,12 @@ class Engine:
     def reload(self, state: State, keep_explicit: bool = False) -> None:
         """Re-apply, after prepare(), only the interfaces whose rules differ under the config
         as it is now. `keep_explicit`: the zones callers set over D-Bus stay (a new default
-        zone moves only the interfaces that fell to the old one, as in firewalld)."""
+        zone moves only the interfaces that fell to the old one, as in firewalld); without
+        it, sources bound at runtime end here, as firewalld's runtime does."""
+        if state.sources and not keep_explicit:
+            state.sources = {}
+            self._catchall_checked = False
+            self.ensure_catchall(state)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status not in IN_KERNEL:
                 continue

@@ -4,16 +4,18 @@ NetworkManager sends `up` right after `pre-up`, and `reapply` or `dhcp4-change` 
 nothing. An interface's binding is remembered with the inputs that decided it: the connection's
 UUID and name, the identity of its keyfile (size, mtime, inode), and the identity of every
 config file. When none of these changed, the interface still has its index, no other bound
-interface is gone, and the kernel still holds nm-zones' rules as nm-zones last committed them
-(the view of each table, read with one getsockopt, backends/iptables/held.py, or for nftables
-one netlink dump of nm-zones' table), the rules are already right: the event ends
-here, having imported only what Python starts with and ctypes.
+interface is gone, no runtime allowance reached its deadline, and the kernel still holds
+nm-zones' rules as nm-zones last committed them (the view of each table, read with one
+getsockopt, backends/iptables/held.py, or for nftables one netlink dump of nm-zones' table),
+the rules are already right: the event ends here, having imported only what Python starts
+with and ctypes.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
+import time
 
 from .digest import fingerprint
 from .files import read_trusted
@@ -59,9 +61,11 @@ def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
         return False
     try:
         data = read_trusted(os.path.join(paths.state, QUICK_FILE))
-        bound, views = marshal.loads(data) if data else ({}, {})
+        bound, views, *rest = marshal.loads(data) if data else ({}, {})
         if interface not in bound or bound[interface][0] != key:
             return False
+        if rest and rest[0] and time.clock_gettime(time.CLOCK_BOOTTIME) >= rest[0]:
+            return False  # an allowance's deadline passed: the full run takes it out
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         return False
     # a gone interface needs the full run (gc)
@@ -85,6 +89,7 @@ def quick_index(state) -> bytes:
     whose rules are applied as decided (not degraded, not interrupted), and the digest of
     each table's recorded view."""
     from .backends import quick_token
+    from .ruleset.allowances import next_deadline
 
     bound = {
         name: (binding.inputs, binding.ifindex)
@@ -95,4 +100,4 @@ def quick_index(state) -> bytes:
     if not state.catchall_digest or None in views.values():
         bound = {}  # no catch-all yet, or a commit under way: events run in full
     tokens = {key: quick_token(key, view) for key, view in views.items() if view is not None}
-    return marshal.dumps((bound, tokens))
+    return marshal.dumps((bound, tokens, next_deadline(state.allowances)))

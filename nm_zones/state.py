@@ -20,7 +20,7 @@ from .files import UntrustedFile, read_trusted, write_atomically
 from .locks import file_lock
 
 STATE_FILE = "state"
-STATE_VERSION = 5  # 5: runtime allowances (doors/allow.py)
+STATE_VERSION = 6  # 5: runtime allowances (doors/allow.py); 6: runtime sources
 LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
@@ -95,7 +95,15 @@ class State:
     """Every binding, the zone of the catch-all for interfaces no zone claims, and the view of
     each table nm-zones last committed."""
 
-    __slots__ = ("allowances", "catchall_digest", "catchall_zone", "interfaces", "kernel", "lost")
+    __slots__ = (
+        "allowances",
+        "catchall_digest",
+        "catchall_zone",
+        "interfaces",
+        "kernel",
+        "lost",
+        "sources",
+    )
 
     def __init__(
         self,
@@ -104,15 +112,20 @@ class State:
         catchall_digest: str = "",
         kernel: dict | None = None,
         allowances: list | None = None,
+        sources: dict | None = None,
     ):
         self.interfaces = interfaces if interfaces is not None else {}
         self.catchall_zone = catchall_zone
         self.catchall_digest = catchall_digest
         self.kernel: dict[tuple[str, str], dict] = kernel if kernel is not None else {}
         self.lost = ""  # why the state file could not be read (never saved)
-        # runtime allowances (doors/allow.py): (interface or "" for the whole zone, zone, what,
-        # deadline in epoch seconds or 0), as committed with the interfaces they reach
-        self.allowances: list[tuple[str, str, str, int]] = allowances or []
+        # runtime allowances (ruleset/allowances.py: interface or "" for the whole zone, zone,
+        # what, deadline on CLOCK_BOOTTIME or 0, the wall clock then), as committed with the
+        # interfaces they reach
+        self.allowances: list[tuple[str, str, str, int, int]] = allowances or []
+        # sources bound at runtime (D-Bus addSource): source as given -> zone, "" for a zone
+        # file's source removed; committed with the catch-all, forgotten at reload
+        self.sources: dict[str, str] = sources or {}
 
     def as_dict(self) -> dict:
         """The state as plain values, for `status --json` and tests."""
@@ -122,6 +135,7 @@ class State:
             "kernel": {f"{family} {table}": view for (family, table), view in self.kernel.items()},
             "lost": self.lost,
             "allowances": [list(allowance) for allowance in self.allowances],
+            "sources": dict(sorted(self.sources.items())),
         }
 
     def dumps(self) -> bytes:
@@ -138,6 +152,7 @@ class State:
                 },
                 self.kernel,
                 tuple(self.allowances),
+                self.sources,
             )
         )
 
@@ -145,20 +160,27 @@ class State:
     def loads(cls, data: bytes) -> State:
         """The state from its file; a version-3 file (no kernel views) is read too: its tables
         are then rebuilt once, as for any table whose view is unknown; a version-4 file has
-        no allowances."""
+        no allowances, a version-5 file no runtime sources."""
         document = marshal.loads(data)
         version, fields, catchall, interfaces = document[:4]
-        if version not in (3, 4, STATE_VERSION) or fields != Binding.__slots__:
+        if version not in (3, 4, 5, STATE_VERSION) or fields != Binding.__slots__:
             raise ValueError(f"state file of another version ({version})")
         kernel = document[4] if version >= 4 else {}
         if not isinstance(kernel, dict):
             raise ValueError("state file without kernel views")
-        allowances = [tuple(a) for a in document[5]] if version >= 5 else []
+        allowances = []
+        if version >= 5 and document[5]:
+            from .ruleset.allowances import upgraded
+
+            allowances = [upgraded(a) for a in document[5]]
+        sources = document[6] if version >= 6 else {}
+        if not isinstance(sources, dict):
+            raise ValueError("state file with damaged sources")
         bindings = {
             name: Binding(**dict(zip(fields, values, strict=True)))
             for name, values in interfaces.items()
         }
-        return cls(bindings, *catchall, kernel, allowances)
+        return cls(bindings, *catchall, kernel, allowances, sources)
 
 
 class StateDir:

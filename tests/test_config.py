@@ -183,6 +183,17 @@ CASES = [
     ),
     ("description: !!binary aGVsbG8=\n", "description", "YAML tag tag:yaml.org,2002:binary"),
     ("services: [ssh\n", "", "not valid YAML"),
+    # sources: addresses and networks only; hostile text never reaches a rule
+    ("sources: 10.0.0.1\n", "sources", "must be a list, as in sources: [ ... ]"),
+    ("sources: [10.0.0.300]\n", "sources[0]", "'10.0.0.300' is not an IPv4 or IPv6 address"),
+    ("sources: ['fd00::/129']\n", "sources[0]", "'fd00::/129' is not an IPv4 or IPv6 address"),
+    ("sources: ['10.0.0.1 -j ACCEPT']\n", "sources[0]", "is not an IPv4 or IPv6 address"),
+    ("sources: ['!10.0.0.1']\n", "sources[0]", "is not an IPv4 or IPv6 address"),
+    ("sources: [ipset:x]\n", "sources[0]", "is not an IPv4 or IPv6 address"),
+    ("sources: ['00:11:22:33:44:55']\n", "sources[0]", "is not an IPv4 or IPv6 address"),
+    ("sources: ['']\n", "sources[0]", "is not an IPv4 or IPv6 address"),
+    ("sources: [true]\n", "sources[0]", "must be an address or network"),
+    ("sources: [{a: b}]\n", "sources[0]", "must be an address or network"),
 ]
 
 
@@ -193,6 +204,30 @@ def test_zone_validation_message(etc, text, key, message):
     assert problem.key == key
     assert message in problem.message
     assert problem.line >= 1
+
+
+def test_sources_are_canonical_in_both_families(etc):
+    text = "sources: [10.0.0.5, 10.1.2.3/16, 'FD00::7', 'fd00:1::9/64', 10.0.0.5/32]\n"
+    result = load_with(etc, zones={"lab": text})
+    assert not result.problems
+    assert result.config.zones["lab"].sources == (
+        "10.0.0.5/32",
+        "10.1.0.0/16",
+        "fd00::7/128",
+        "fd00:1::/64",
+    )
+
+
+def test_a_source_in_two_zones_breaks_the_second(etc):
+    """Which zone the source gets would be a guess: the second file is not used (firewalld:
+    ZONE_CONFLICT); each problem names the file and the other zone."""
+    result = load_with(
+        etc, zones={"alpha": "sources: [10.9.9.9]\n", "beta": "sources: ['10.9.9.9/32']\n"}
+    )
+    assert "beta" in result.broken_zones and "beta" not in result.config.zones
+    (problem,) = [p for p in result.problems if p.key == "sources"]
+    assert problem.file.endswith("beta.yaml")
+    assert "source 10.9.9.9/32 is already in zone 'alpha'" in problem.message
 
 
 def test_problem_names_the_line_of_the_item(etc):

@@ -14,6 +14,7 @@ from nm_zones.doors import denied
 from nm_zones.doors.allow import parse_duration
 from nm_zones.errors import UsageError
 from nm_zones.state import STATE_FILE, Binding, State
+from tests.harness.lab import PYTHON, wait_for
 from tests.test_failclosed import keyfile_env
 from tests.test_failsafe import hook, write_zone
 
@@ -90,6 +91,57 @@ def test_allow_for_opens_at_once_and_the_kernel_closes_it_at_the_deadline(lab):
     assert "--datestop" not in lab.save("ipv4", "filter")
     assert stored_allowances(lab) == []
     assert status_json(lab, link.name)["kernel"] == "in place"
+
+
+def timed_rules(lab) -> str:
+    """The lines of the allowance's rules for 8080 (and nftables' sets) in the kernel."""
+    lines = lab.held_text().splitlines()
+    return "\n".join(line for line in lines if "dport 8080" in line or "nmz-until-" in line)
+
+
+def wait_past_deadline(lab, link) -> None:
+    """Until `status` no longer lists the interface's allowance: its deadline passed."""
+    wait_for(lambda: status_json(lab, link.name)["allowances"] == [], 15, what="the deadline")
+
+
+@pytest.mark.both_backends
+def test_the_next_event_takes_a_timed_allowance_out_of_the_kernel(lab, tmp_path):
+    """Past its deadline an allowance's rule leaves the kernel with the next run of any
+    kind, even an event the quick path would otherwise end at once."""
+    link = lab.add_link()
+    lab.listen(tcp=(8080,), udp=())
+    env = keyfile_env(tmp_path)
+    assert hook(lab, link.name, "up", **env).returncode == 0
+    lab.nm_zones("allow", "8080/tcp", "--interface", link.name, "--for", "2s")
+    assert probe(lab, [link]) == ["accepted", "accepted"]
+    assert timed_rules(lab)
+    wait_past_deadline(lab, link)
+    result = hook(lab, link.name, "up", **env)
+    assert result.returncode == 0, result.stderr
+    assert timed_rules(lab) == ""  # gone, not only inactive
+    assert stored_allowances(lab) == []
+    assert probe(lab, [link]) == ["rejected", "rejected"]
+    assert lab.nm_zones("status", check=False).returncode == 0
+
+
+@pytest.mark.both_backends
+def test_a_deadline_is_kept_on_the_clock_no_one_can_set(lab):
+    """A deadline is on CLOCK_BOOTTIME, not the wall clock: a run that sees the boot clock
+    two hours on (a private time namespace; the wall clock is untouched) ends an allowance
+    granted for one hour. So stepping the wall clock, which that run does not read, can
+    neither extend nor bring back one."""
+    link = lab.add_link()
+    lab.listen(tcp=(8080,), udp=())
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("allow", "8080/tcp", "--interface", link.name, "--for", "1h")
+    assert probe(lab, [link]) == ["accepted", "accepted"]
+    later = ["unshare", "--time", "--boottime", "7200", PYTHON, "-m", "nm_zones", "gc"]
+    result = lab.run(lab.zoned, later, check=False)
+    assert "8080/tcp expired" in result.stdout, result
+    assert timed_rules(lab) == ""
+    assert stored_allowances(lab) == []
+    assert probe(lab, [link]) == ["rejected", "rejected"]
+    assert lab.nm_zones("status", check=False).returncode == 0
 
 
 # -- allow for a zone: every interface of it, now and later --------------------------------
@@ -422,8 +474,24 @@ def test_a_version_4_state_file_is_read_without_allowances():
     )
     state = State.loads(old)
     assert state.interfaces["vz1"] == binding and state.allowances == []
-    state.allowances = [("vz1", "home", "8080/tcp", 0)]
+    state.allowances = [("vz1", "home", "8080/tcp", 0, 0)]
     assert State.loads(state.dumps()).allowances == state.allowances
+
+
+def test_an_allowance_kept_on_the_wall_clock_is_moved_to_boottime():
+    """A state written by an nm-zones that kept deadlines on the wall clock alone: read, its
+    deadline is on CLOCK_BOOTTIME, as far off as it was."""
+    import marshal
+
+    from nm_zones.ruleset.allowances import boottime
+
+    wall = int(time.time()) + 100
+    old = marshal.dumps(
+        (5, Binding.__slots__, ("public", "d"), {}, {}, (("vz1", "home", "8080/tcp", wall),))
+    )
+    ((interface, zone, what, deadline, kept),) = State.loads(old).allowances
+    assert (interface, zone, what, kept) == ("vz1", "home", "8080/tcp", wall)
+    assert 98 <= deadline - boottime() <= 101
 
 
 def test_an_allowance_is_put_back_with_rules_another_program_removed(lab, tmp_path):

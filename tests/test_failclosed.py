@@ -129,6 +129,46 @@ def test_other_programs_changes_do_not_trigger_a_rebuild(lab, tmp_path):
     assert result.returncode == 0 and result.stderr == "", result
 
 
+FOREIGN_AHEAD = {
+    "an ACCEPT": ("{t} -I INPUT -i vz1 -j ACCEPT", "-A INPUT -i vz1 -j ACCEPT"),
+    "a RETURN": ("{t} -I INPUT -i vz1 -j RETURN", "-A INPUT -i vz1 -j RETURN"),
+    "a jump to a chain that accepts": (
+        "{t} -N opened; {t} -A opened -j ACCEPT; {t} -I INPUT -i vz1 -p tcp -j opened",
+        "-A INPUT -i vz1 -p tcp -j opened",
+    ),
+    "nm-zones' jump moved below an ACCEPT": (
+        "{t} -D INPUT -j nmz-input; {t} -A INPUT -i vz1 -j ACCEPT; {t} -A INPUT -j nmz-input",
+        "-A INPUT -i vz1 -j ACCEPT",
+    ),
+}
+
+
+@pytest.mark.parametrize("ahead", sorted(FOREIGN_AHEAD))
+def test_a_foreign_rule_ahead_of_its_jump_is_named_and_put_behind(lab, ahead):
+    """Another program's rule before `-j nmz-input` that accepts opens the interface: status
+    names it and exits 1; the next run puts nm-zones' jump back on top (the other program's
+    rule stays, after it) and the interface is filtered again."""
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, "home")
+    command, named = FOREIGN_AHEAD[ahead]
+    for tool in ("iptables-legacy", "ip6tables-legacy"):
+        lab.shell(command.format(t=tool))
+    assert probe_8080(lab, link) == ["accepted", "accepted"]  # really open
+    result = status(lab)
+    assert result.returncode == 1, result.stdout
+    for family in ("ipv4", "ipv6"):
+        assert f"{family} filter INPUT rule 1 `{named}`" in result.stdout, result.stdout
+    result = lab.nm_zones("reload", check=False)
+    assert result.returncode == 1 and "changed by another program" in no_traceback(result)
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
+    for family in ("ipv4", "ipv6"):
+        rules = [line for line in lab.save(family, "filter").splitlines() if " INPUT " in line]
+        assert rules[0] == "-A INPUT -j nmz-input" and named in rules[1:], rules
+    result = status(lab)
+    assert result.returncode == 0 and "rule 1" not in result.stdout, result.stdout
+
+
 # -- 3. every transition is journaled: a kill after any commit is finished later -----------
 
 RUNS = {
@@ -420,9 +460,9 @@ def test_a_forged_quick_file_is_not_believed(lab, tmp_path):
         "import marshal, os, sys\n"
         "from nm_zones.backends.iptables.held import read_view, view_digest\n"
         "path = os.path.join(sys.argv[1], 'quick')\n"
-        "bound, views = marshal.loads(open(path, 'rb').read())\n"
+        "bound, views, *rest = marshal.loads(open(path, 'rb').read())\n"
         "views = {k: view_digest(read_view(*k)) for k in views}\n"
-        "open(path, 'wb').write(marshal.dumps((bound, views)))\n"
+        "open(path, 'wb').write(marshal.dumps((bound, views, *rest)))\n"
         "os.chmod(path, 0o666)\n"
     )
     lab.run(lab.zoned, [PYTHON, "-c", forge, lab.state_dir])

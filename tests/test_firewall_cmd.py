@@ -287,3 +287,50 @@ def test_an_interface_bound_before_it_exists_gets_its_zone_when_it_appears(sandb
     wait_for(lambda: nm.probe(specs)[0] != "dropped", 10, what="lan7 to answer")
     assert nm.probe(specs) == ["accepted", "rejected"] * 2  # work: ssh, not the rest
     assert fw("--zone=work", "--remove-interface=lan7") == "success"
+
+
+# Sources (doors/firewalld_sources.py), run in this order against each daemon.
+SOURCES_SAME = (
+    ("--zone=trusted", "--add-source=10.78.1.3"),
+    ("--get-zone-of-source=10.78.1.3",),
+    ("--zone=trusted", "--add-source=10.78.1.3"),
+    ("--zone=home", "--add-source=10.78.1.3"),
+    ("--zone=trusted", "--query-source=10.78.1.3"),
+    ("--zone=home", "--query-source=10.78.1.3"),
+    ("--zone=trusted", "--add-source=fd78:1::3/128"),
+    ("--zone=trusted", "--list-sources"),
+    ("--get-active-zones",),
+    ("--zone=trusted", "--list-all"),
+    ("--zone=drop", "--change-source=fd78:1::3/128"),
+    ("--get-zone-of-source=fd78:1::3/128",),
+    ("--zone=home", "--remove-source=10.78.1.3"),
+    ("--zone=trusted", "--remove-source=10.78.1.3"),
+    ("--remove-source=fd78:1::3/128",),
+    ("--get-zone-of-source=10.78.1.3",),
+    ("--zone=trusted", "--add-source=no-address"),
+    ("--zone=nosuch", "--add-source=10.78.1.3"),
+    ("--remove-source=10.9.9.9",),
+)
+
+
+def test_firewall_cmd_sources_answer_as_against_firewalld(nm, root):  # noqa: F811
+    def run(daemon) -> list[tuple[int, str, str]]:
+        results = []
+        for command in SOURCES_SAME:
+            result = daemon.cmd(*command)
+            results.append((result.returncode, result.stdout.strip(), result.stderr.strip()))
+        return results
+
+    firewalld = FirewallD(nm, root)
+    with firewalld:
+        assert "firewalld" in name_owner_command(nm)
+        expected = run(firewalld)
+    reload_bus_config(nm)
+
+    serve = nm.serve()
+    assert "nm_zones" in name_owner_command(nm)
+    got = run(firewalld)
+    serve.terminate()
+    serve.wait()
+    for command, want, have in zip(SOURCES_SAME, expected, got, strict=True):
+        assert have == want, f"firewall-cmd {' '.join(command)}: serve {have}, firewalld {want}"

@@ -159,6 +159,7 @@ def test_disable_removes_the_table_and_enable_puts_it_back(lab):
 ALLOWANCE = """
 import sys, time
 from nm_zones.backends.nftables.backend import NftablesBackend
+from nm_zones.ruleset.allowances import boottime, specs
 from nm_zones.ruleset.build import compile_interface
 from nm_zones.ruleset.cache import KernelPlan
 from nm_zones.config.load import load
@@ -167,27 +168,24 @@ from nm_zones.paths import Paths
 config = load(Paths(config="/nonexistent")).config
 interface = sys.argv[1]
 tables = compile_interface(interface, config.zones["block"], config).kernel_tables()
-chains, dispatch = tables[("ipv4", "filter")]
-
-
-def allowance(port, seconds):
-    stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + seconds))
-    matches = (("tcp", (("dport", str(port)),)), ("time", (("datestop", stop),)))
-    return ("ACCEPT", (), None, None, "tcp", matches)
-
-
+# 8080: an hour left on the clock no one can set, while the wall clock says it ended an hour
+# ago; 22: the other way round. Only the first may be open.
+allowed = (
+    ("22/tcp", int(boottime()) - 1, int(time.time()) + 3600),
+    ("8080/tcp", int(boottime()) + 3600, int(time.time()) - 3600),
+)
 for family in ("ipv4", "ipv6"):
     chains, dispatch = tables[(family, "filter")]
-    extra = (allowance(8080, 3600), allowance(22, -3600))
-    chains = tuple((c, extra + specs if c.endswith("-in") else specs) for c, specs in chains)
+    extra = specs(allowed, {}, family)
+    chains = tuple((c, extra + specs_ if c.endswith("-in") else specs_) for c, specs_ in chains)
     tables[(family, "filter")] = (chains, dispatch)
 NftablesBackend().apply(KernelPlan(interface, tables))
 """
 
 
-def test_an_allowance_with_a_deadline_is_ignored_by_the_kernel_once_it_passed(lab):
-    """The form `nm-zones allow --for` takes in a plan (a rule spec with a `time` match,
-    backends/base.py): before its deadline the port is open, after it the kernel ignores it."""
+def test_an_allowance_ends_on_the_kernels_own_clock_not_the_wall_clock(lab):
+    """The form `nm-zones allow --for` takes in nftables (ruleset/allowances.py): a rule
+    matching a set whose element times out in the kernel; the wall clock decides nothing."""
     link = lab.add_link()
     lab.listen()
     lab.run(lab.zoned, [PYTHON, "-c", ALLOWANCE, link.name])
@@ -199,7 +197,9 @@ def test_an_allowance_with_a_deadline_is_ignored_by_the_kernel_once_it_passed(la
         ]
     )
     assert got == ["accepted", "rejected", "accepted", "rejected"]
-    assert "meta time <" in lab.nft_table()
+    table = lab.nft_table()
+    assert "meta time" not in table and "flags timeout" in table, table
+    assert re.search(r"tcp dport 8080 iifname @nmz-until-\d+ accept", table), table
 
 
 def test_a_run_of_several_transactions_records_the_table_as_it_is(lab):
@@ -216,3 +216,40 @@ def test_a_run_of_several_transactions_records_the_table_as_it_is(lab):
     status = lab.nm_zones("status", check=False)
     assert status.returncode == 0, status.stdout
     assert "changed by another program" not in status.stdout
+
+
+BASE_CHAIN_TAMPERS = {
+    "policy drop on input": "nft add chain inet nm-zones input '{ policy drop ; }'",
+    "a base chain added": (
+        "nft add chain inet nm-zones sneaky '{ type filter hook input priority -5 ; "
+        "policy drop ; }'"
+    ),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(BASE_CHAIN_TAMPERS))
+def test_a_base_chain_changed_behind_its_back_is_seen_and_put_back(lab, tamper):
+    """A base chain's policy (or a base chain of its own added to nm-zones' table) decides
+    every packet: status says so, and the next run puts the table back, so loopback and
+    exempt interfaces pass again while the bound one stays filtered."""
+    link = lab.add_link()
+    exempt = lab.add_link("docker7")
+    lab.listen()
+    lab.nm_zones("apply", link.name, "home")
+    loopback = [{"kind": "tcp", "address": a, "port": 8080} for a in ("127.0.0.1", "::1")]
+    assert probe_8080(lab, exempt) == ["accepted", "accepted"]
+    assert lab.probe(loopback, namespace=lab.zoned) == ["accepted", "accepted"]
+    assert lab.nm_zones("status", check=False).returncode == 0
+    lab.shell(BASE_CHAIN_TAMPERS[tamper])
+    assert probe_8080(lab, exempt) == ["dropped", "dropped"]  # really closed
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 1, status.stdout
+    assert "changed by another program" in status.stdout
+    result = lab.nm_zones("reload", check=False)
+    assert result.returncode == 1 and "changed by another program" in result.stderr, result
+    assert probe_8080(lab, exempt) == ["accepted", "accepted"]
+    assert lab.probe(loopback, namespace=lab.zoned) == ["accepted", "accepted"]
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
+    table = lab.nft_table()
+    assert "policy drop" not in table and "sneaky" not in table, table
+    assert lab.nm_zones("status", check=False).returncode == 0

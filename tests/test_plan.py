@@ -52,8 +52,12 @@ def parts(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("zone", ZONES)
 def test_golden_plan(zone):
-    text = plan("eth0", zone)
-    path = os.path.join(GOLDEN, f"plan-eth0-{zone}.txt")
+    same_as_golden(plan("eth0", zone), f"plan-eth0-{zone}.txt")
+
+
+def same_as_golden(text: str, name: str) -> None:
+    """`text` is the golden file's (NMZ_REGEN_GOLDEN=1 writes it first)."""
+    path = os.path.join(GOLDEN, name)
     if os.environ.get("NMZ_REGEN_GOLDEN"):
         with open(path, "w") as stream:
             stream.write(text)
@@ -205,6 +209,8 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     import json
     import time
 
+    from nm_zones.state import StateDir
+
     os.makedirs(os.path.join(lab.config_dir, "zones.d"))
     with open(os.path.join(lab.config_dir, "zones.d", "kitchen-sink.yaml"), "w") as stream:
         stream.write(CUSTOM_ZONE)
@@ -216,9 +222,11 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     view = json.loads(lab.nm_zones("status", link.name, "--json").stdout)
     (deadline,) = [a["deadline"] for a in view["allowances"] if a["what"] == "9090/tcp"]
     stop = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(deadline - 1))
+    (until,) = [a[3] for a in StateDir(lab.state_dir).load().allowances if a[3]]
     prefix = f"-A nmz-if-{link.name}-in "
+    timed = f"-m time --datestop {stop} -m comment --comment nmz-until-{until}"
     added = [
-        f"{prefix}-p tcp -m tcp --dport 9090 -m time --datestop {stop} -j ACCEPT",
+        f"{prefix}-p tcp -m tcp --dport 9090 {timed} -j ACCEPT",
         f"{prefix}-p tcp -m tcp --dport 80 -j ACCEPT",
     ]
     for family, text in both.items():
@@ -233,3 +241,22 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     for family, text in after.items():
         assert _applied_without_catchall(lab, family) == _plan_rules(text), family
         assert text != both[family]
+
+
+SOURCES_ZONE = """\
+target: drop
+services: [ssh]
+log-denied: true
+sources: [10.1.2.3, 10.9.0.0/16, 'fd00::/64', 'fd00::5']
+"""
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_golden_plan_of_a_zone_with_sources(tmp_path, backend):
+    """A zone's sources come first in nmz-input and nmz-forward (narrower networks first),
+    each family its own, leading to the zone's source chains."""
+    os.makedirs(tmp_path / "zones.d")
+    (tmp_path / "zones.d" / "lab.yaml").write_text(SOURCES_ZONE)
+    if backend == "nftables":
+        (tmp_path / "nm-zones.yaml").write_text("backend: nftables\n")
+    same_as_golden(plan("eth0", "lab", str(tmp_path)), f"plan-eth0-sources-{backend}.txt")

@@ -274,6 +274,39 @@ def test_down_removes_the_rules(served):
     assert call(nm, f"{ZONE}.getZoneOfInterface", "ethz0") == "('',)"
 
 
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_the_service_takes_a_timed_allowance_out_of_the_kernel_at_its_deadline(nm, backend):
+    """`allow --for 3s` from the command line: with no other run of nm-zones, the running
+    service's timer takes the rule out of the kernel (not only out of use) at the deadline."""
+    if backend == "nftables":
+        nm.sh("mkdir -p /etc/nm-zones && echo 'backend: nftables' > /etc/nm-zones/nm-zones.yaml")
+    nm.serve()
+    link = up(nm, "lan", "connection.zone", "home")
+    nm.wait_zone(link.name, "home")
+    nm.listen(tcp=(8080,), udp=())
+    nm.wait_reachable(link)
+    ports = [{"kind": "tcp", "address": a, "port": 8080} for a in (link.ipv4, link.ipv6)]
+    assert nm.probe(ports) == ["rejected", "rejected"]
+
+    def timed_rules() -> str:
+        held = nm.save("ipv4") + nm.save("ipv6")
+        held += nm.run(["nft", "list", "table", "inet", "nm-zones"], check=False).stdout
+        lines = held.splitlines()
+        return "\n".join(line for line in lines if "dport 8080" in line or "nmz-until-" in line)
+
+    nm.nm_zones("allow", "8080/tcp", "--interface", link.name, "--for", "3s")
+    assert nm.probe(ports) == ["accepted", "accepted"]
+    assert timed_rules()
+    (allowance,) = nm.state()["allowances"]
+    wait_for(lambda: timed_rules() == "", 15, what=f"the rule to go\n{nm.logs()}")
+    from nm_zones.ruleset.allowances import boottime
+
+    assert boottime() >= allowance[3]  # not before its time
+    assert nm.state()["allowances"] == []
+    assert nm.probe(ports) == ["rejected", "rejected"]
+    assert nm.nm_zones("status", check=False).returncode == 0
+
+
 def test_calls_answer_with_firewalld_codes_signals_and_introspection(served):
     nm = served
     monitor = Monitor(nm)

@@ -21,6 +21,8 @@ def test_a_zone_as_the_editor_shows_it(tmp_path):
             "icmp-blocks: [echo-request]\nmasquerade: true\n"
         },
     )
+    from nm_zones.ruleset.allowances import boottime
+
     soon = int(time.time()) + 600
     state = State(
         interfaces={
@@ -28,11 +30,11 @@ def test_a_zone_as_the_editor_shows_it(tmp_path):
             "eth1": Binding("public"),
             "eth2": Binding("lab", status="removing"),
         },
-        allowances=[
-            ("eth0", "lab", "9090/tcp", soon),
-            ("", "lab", "https", 0),
-            ("eth0", "lab", "7070/tcp", 1),
-            ("eth1", "public", "80/tcp", 0),
+        allowances=[  # deadline on CLOCK_BOOTTIME, then the wall clock's (allowances.py)
+            ("eth0", "lab", "9090/tcp", int(boottime()) + 600, soon),
+            ("", "lab", "https", 0, 0),
+            ("eth0", "lab", "7070/tcp", 1, 1),
+            ("eth1", "public", "80/tcp", 0, 0),
         ],
     )
     details = {

@@ -56,6 +56,17 @@ def differs(key, recorded) -> bool:
     return recorded is None or read_view(*key) != recorded
 
 
+def rules_ahead(key) -> list[str]:
+    """Other programs' rules that come before nm-zones' jumps in the table `key` names and
+    can accept a packet nm-zones would refuse, one line each (iptables: a rule in a built-in
+    chain; in nftables an accept in another base chain still meets nm-zones' own)."""
+    if key[0] == NFT_FAMILY:
+        return []
+    from .iptables.ahead import bypassing_rules
+
+    return bypassing_rules(*key)
+
+
 def panic_recorded(views: dict) -> bool:
     """Whether the views recorded after nm-zones' last commits (the state's) hold panic
     mode: both families' filter tables, or nftables' table (no backend is loaded)."""

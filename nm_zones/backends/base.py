@@ -10,10 +10,12 @@ back are rebuilt); the event's quick path compares their digests (read_view in
 backends/__init__.py picks the reader by the key alone, without loading a backend).
 
 Allowances (`nm-zones allow`, runtime openings with an optional deadline) travel in the plan
-as ordinary rules of an interface's input chain: a rule spec whose matches include
-`("time", (("datestop", "YYYY-MM-DDTHH:MM:SS"),))` (iptables `-m time --datestop`, UTC) is
-translated by the nftables backend as `meta time < "YYYY-MM-DD HH:MM:SS"`, so after its
-deadline the kernel ignores the rule without nm-zones running.
+as ordinary rules of an interface's input chain. A timed one's matches end with
+`("time", (("datestop", "YYYY-MM-DDTHH:MM:SS"),))` (iptables `-m time --datestop`, UTC: the
+wall clock, a belt where nothing better exists) and `("comment", (("comment",
+"nmz-until-SECONDS"),))`, its deadline on CLOCK_BOOTTIME (ruleset/allowances.py). The
+nftables backend leaves the wall clock out: it matches `iifname @nmz-until-SECONDS`, a set
+whose one element per interface times out in the kernel at the deadline.
 """
 
 from __future__ import annotations
@@ -80,3 +82,7 @@ class Backend(Protocol):
 
     def keep_entries(self, compiled) -> None:
         """Keep what this run built for the next runs (iptables' entries), if anything."""
+
+    def forget_deadlines(self, deadlines) -> None:
+        """Timed allowances with these deadlines are gone from the state and their rules from
+        the kernel: what the backend kept for them goes too (nftables' sets)."""

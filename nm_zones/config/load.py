@@ -27,6 +27,7 @@ from .model import (
     Service,
     Settings,
     Zone,
+    canonical_source,
 )
 from .yamlsource import LocList, LocMap, read_yaml
 
@@ -46,6 +47,8 @@ ZONE_KEYS = (
     "masquerade",
     "forward-ports",
     "log-denied",
+    "sources",
+    "applications",
 )
 SERVICE_KEYS = ("description", "ports", "protocols", "source-ports", "destination", "helpers")
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone", "connections", "exempt-interfaces")
@@ -284,9 +287,84 @@ def load_zone(
         masquerade=check.boolean(doc, "masquerade"),
         forward_ports=tuple(forward_ports),
         log_denied=check.boolean(doc, "log-denied"),
+        applications=_applications(check, doc),
         source=path,
+        sources=_sources(check, doc),
     )
     return (None if check.problems else zone), check.problems
+
+
+def _sources(check: _FileChecker, doc: LocMap) -> tuple[str, ...]:
+    """The zone's source addresses and networks, canonical, each once."""
+    found: list[str] = []
+    for line, key, item in check.items(doc, "sources"):
+        if isinstance(item, (bool, LocMap, LocList)):
+            check.add(line, key, "must be an address or network such as 10.0.0.5 or fd00::/64")
+            continue
+        try:
+            source = canonical_source(str(item))
+        except ValueError as error:
+            check.add(line, key, str(error))
+            continue
+        if source not in found:
+            found.append(source)
+    return tuple(found)
+
+
+def _source_conflicts(zones: dict[str, Zone]) -> list[Problem]:
+    """A source named by a second zone: that zone is refused (which zone the source gets
+    would be a guess; firewalld calls it ZONE_CONFLICT)."""
+    owner: dict[str, str] = {}
+    problems = []
+    for name in sorted(zones):
+        for source in zones[name].sources:
+            first = owner.setdefault(source, name)
+            if first != name:
+                problems.append(
+                    Problem(
+                        zones[name].source,
+                        1,
+                        "sources",
+                        f"source {source} is already in zone {first!r} "
+                        f"({zones[first].source}); a source can be in one zone only",
+                    )
+                )
+    return problems
+
+
+def _salvage_sources(files, refused, broken, zones) -> dict[str, tuple[str, ...]]:
+    """The sources a broken zone file still names readably, for that zone's stand-in: a
+    source bound to `block` stays refused when a typo breaks block's file (fail closed).
+    Refused (insecure) files are not read; a source another zone holds stays there."""
+    taken = {source for zone in zones.values() for source in zone.sources}
+    salvaged = {}
+    for name in sorted(broken):
+        if name in refused or name not in files:
+            continue
+        doc = read_yaml(files[name], [])
+        if not isinstance(doc, LocMap):
+            continue
+        found = [s for s in _sources(_FileChecker(files[name]), doc) if s not in taken]
+        taken.update(found)
+        if found:
+            salvaged[name] = tuple(found)
+    return salvaged
+
+
+def _applications(check: _FileChecker, doc) -> tuple[str, ...]:
+    """The zone's `applications` (ruleset/applications.py), each checked and once."""
+    from ..ruleset.applications import check_app
+
+    found: list[str] = []
+    for line, key, item in check.items(doc, "applications"):
+        try:
+            app = check_app(item if isinstance(item, str) else "")
+        except ValueError as error:
+            check.add(line, key, str(error).replace("''", repr(item)))
+            continue
+        if app not in found:
+            found.append(app)
+    return tuple(found)
 
 
 def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort | None:
@@ -565,6 +643,11 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
             zones[name] = found
         else:
             broken[name] = found_problems
+    for conflict in _source_conflicts(zones):
+        problems.append(conflict)
+        name = os.path.basename(conflict.file)[: -len(".yaml")]
+        zones.pop(name, None)
+        broken.setdefault(name, []).append(conflict)
 
     shipped_map = os.path.join(paths.shipped, "connections-map.yaml")
     admin_map = os.path.join(paths.config, "connections-map.yaml")
@@ -587,4 +670,5 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     settings, settings_problems = _layered_settings(paths, shipped_only, check_owner)
     problems += settings_problems
     config = Config(zones=zones, services=services, connections_map=cmap, settings=settings)
-    return LoadResult(config, problems, broken, map_broken)
+    salvaged = _salvage_sources(zone_files, refused, broken, zones)
+    return LoadResult(config, problems, broken, map_broken, salvaged)

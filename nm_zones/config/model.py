@@ -125,6 +125,26 @@ class ForwardPort:
     to_addr: str | None = None
 
 
+def canonical_source(text: str) -> str:
+    """A source address or network as iptables prints it (`10.0.0.5` -> `10.0.0.5/32`, host
+    bits cleared as firewalld does); ValueError saying why for anything else (MAC addresses
+    and ipsets, which firewalld also takes, are not supported)."""
+    import ipaddress  # only for zones and calls that name sources
+
+    text = str(text).strip()
+    if not text or any(c.isspace() or c in "!,\"'" for c in text):
+        raise ValueError(f"{text!r} is not an IPv4 or IPv6 address or network")
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IPv4 or IPv6 address or network") from None
+
+
+def source_family(source: str) -> str:
+    """`ipv6` for a canonical IPv6 source, else `ipv4`."""
+    return "ipv6" if ":" in source else "ipv4"
+
+
 @dataclass(frozen=True)
 class Zone:
     """A trust level: what an interface in it accepts (zones.d/NAME.yaml)."""
@@ -142,7 +162,12 @@ class Zone:
     masquerade: bool = False
     forward_ports: tuple[ForwardPort, ...] = ()
     log_denied: bool = False
+    # programs whose every listening port is open (nftables only: ruleset/applications.py)
+    applications: tuple[str, ...] = ()
     source: str = ""  # the file it came from, for messages
+    # addresses and networks (canonical: `10.0.0.5/32`, `fd00::/64`) whose packets get this
+    # zone whatever interface they enter by, matched before any interface's zone
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,3 +228,5 @@ class LoadResult:
     problems: list[Problem] = field(default_factory=list)
     broken_zones: dict[str, list[Problem]] = field(default_factory=dict)
     map_broken: Problem | None = None  # set when the admin's map was replaced by the shipped one
+    # broken zone -> the sources its file still names readably (bound to its stand-in)
+    broken_sources: dict[str, tuple[str, ...]] = field(default_factory=dict)

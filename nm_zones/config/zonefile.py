@@ -62,7 +62,10 @@ def _validate(paths: Paths, zone: str, text: str, admin: str, key: str, item: st
                 for p in problems
             ]
         )
-    values = result.services if key == "services" else tuple(str(p) for p in result.ports)
+    values = {
+        "services": result.services,
+        "applications": result.applications,
+    }.get(key) or tuple(str(p) for p in result.ports)
     if (item in values) != add:
         raise UsageError(f"{admin}: the edit did not take; change {key} by hand")
 

@@ -14,7 +14,13 @@ import time
 from ..engine import IN_KERNEL, Engine
 from ..errors import UsageError, unknown_zone
 from ..log import to_syslog
-from ..ruleset.allowances import FOREVER, effective, expired
+from ..ruleset.allowances import (
+    DEADLINE,
+    FOREVER,
+    deadlines_after,
+    effective,
+    expired,
+)
 from ..state import State
 from ..text import duration_text
 
@@ -40,6 +46,10 @@ def check_what(text: str, loaded) -> str:
     from ..config.load import SERVICE_NAME, _FileChecker, _hint
 
     item = text.strip()
+    if item.startswith("app:"):  # an application, as the state and the zone editor name it
+        from .apps import app_what
+
+        return app_what(item[len("app:") :])
     if "/" in item or item[:1].isdigit():
         check = _FileChecker("WHAT")
         port = check.port(0, "", item)
@@ -68,6 +78,8 @@ def opened_by_zone(zone, what: str, config) -> str:
         return ""
     if zone.target == "accept":
         return "it accepts everything"
+    if what.startswith("app:"):
+        return "it lists the application" if what[4:] in zone.applications else ""
     if "/" not in what:
         return "it lists the service" if what in zone.services else ""
     if port_covered(what, zone.ports):
@@ -78,14 +90,18 @@ def opened_by_zone(zone, what: str, config) -> str:
     return ""
 
 
-def until_text(deadline: int) -> str:
-    """` until 16:40`, with seconds when near, with the date when not today."""
-    if deadline == FOREVER:
+def until_text(wall: int, remaining: float) -> str:
+    """` until 16:40`, with seconds when near, with the date when not today: the wall clock
+    at the deadline as it was when granted (`wall`), or, when the clock was stepped since,
+    as it stands now (`remaining` seconds from now, on the clock no one can set)."""
+    if wall == FOREVER:
         return ""
-    moment = time.localtime(deadline)
+    if abs(time.time() + remaining - wall) > 2:
+        wall = math.ceil(time.time() + remaining)
+    moment = time.localtime(wall)
     if time.strftime("%Y-%m-%d", moment) != time.strftime("%Y-%m-%d"):
         return time.strftime(" until %Y-%m-%d %H:%M", moment)
-    near = deadline - time.time() < 3600
+    near = remaining < 3600
     return time.strftime(" until %H:%M:%S" if near else " until %H:%M", moment)
 
 
@@ -163,15 +179,30 @@ def _allow(engine: Engine, request: Request, state: State) -> None:
     if how:
         _say(engine, f"{label}: {request.what} is already allowed by the zone ({how})")
         return
-    deadline = math.ceil(time.time() + request.seconds) if request.seconds else FOREVER
+    deadline, wall = deadlines_after(request.seconds) if request.seconds else (FOREVER, FOREVER)
     key = (request.interface, request.zone, request.what)
     current = [a for a in state.allowances if a[:3] == key and not expired(a)]
-    if current and current[0][3] == deadline:
-        _say(engine, f"{label}: {request.what} is already allowed{until_text(deadline)}")
+    until = until_text(wall, request.seconds)
+    if current and current[0][DEADLINE] == deadline:
+        _say(engine, f"{label}: {request.what} is already allowed{until}")
         return
-    state.allowances = [a for a in state.allowances if a[:3] != key] + [(*key, deadline)]
-    said = f"{request.what} allowed{until_text(deadline)}"
+    replaced = [a for a in state.allowances if a[:3] == key]
+    state.allowances = [a for a in state.allowances if a[:3] != key] + [(*key, deadline, wall)]
+    said = f"{request.what} allowed{until}"
+    if request.what.startswith("app:"):
+        from .apps import follow_note
+
+        said += follow_note(engine.paths.state)
     _commit(engine, request, state, said)
+    _forget(engine, state, replaced)
+
+
+def _forget(engine: Engine, state: State, allowances) -> None:
+    """Deadlines no allowance has any more: what the backend kept for them goes."""
+    left = {a[DEADLINE] for a in state.allowances}
+    gone = {a[DEADLINE] for a in allowances if a[DEADLINE] != FOREVER} - left
+    if gone:
+        engine.forget_deadlines(state, gone)
 
 
 def _revoke(engine: Engine, request: Request, state: State) -> None:
@@ -192,8 +223,10 @@ def _revoke(engine: Engine, request: Request, state: State) -> None:
             hint = "nothing allowed it at runtime"
         _say(engine, f"{label}: {request.what} not revoked: {hint}")
         return
+    revoked = [a for a in state.allowances if a[:3] == key]
     state.allowances = [a for a in state.allowances if a[:3] != key]
     _commit(engine, request, state, f"{request.what} revoked")
+    _forget(engine, state, revoked)
 
 
 def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
@@ -216,11 +249,18 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
         elif len(engine.warnings) > warnings:
             continue  # not committed (its warning says why): no line claims it was
         line = f"{request.label(name)}: {said}"
-        still = [w for w, _ in effective(state.allowances, name, binding.zone)]
+        still = [w for w, *_ in effective(state.allowances, name, binding.zone)]
         if not request.grant and request.what in still:
             line += f"; still allowed for all of zone {request.zone}"
         _say(engine, line + request.note)
     engine.save(state)
+
+
+def list_item(what: str) -> tuple[str, str]:
+    """The zone file's list that holds `what`, and its item there."""
+    if what.startswith("app:"):
+        return "applications", what[4:]
+    return ("ports" if "/" in what else "services"), what
 
 
 def _permanent(engine: Engine, request: Request, state: State) -> None:
@@ -229,8 +269,8 @@ def _permanent(engine: Engine, request: Request, state: State) -> None:
 
     if request.zone not in engine.known_zones():
         raise unknown_zone(request.zone)
-    key = "ports" if "/" in request.what else "services"
-    path = edit_zone_file(engine.paths, request.zone, key, request.what, request.grant)
+    key, item = list_item(request.what)
+    path = edit_zone_file(engine.paths, request.zone, key, item, request.grant)
     label = f"zone {request.zone}"
     if path is None:
         zone = request.loaded.config.zones.get(request.zone)

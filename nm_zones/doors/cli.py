@@ -49,14 +49,24 @@ ALLOW_DETAILS = """\
 Without --permanent the change is at runtime: it goes into the kernel at once, IPv4 and IPv6,
 for one interface (--interface) or for every interface bound to a zone (--zone), including
 interfaces bound to it later. It lasts until `nm-zones reload`, until the interface goes
-down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for: the
-kernel itself stops accepting at that moment (the `time` match), with no process running.
+down (a reboot, a disconnect), until `nm-zones revoke`, or until the end of --for, kept on
+the boot clock (a wall clock stepped back neither extends nor revives it): the rule leaves
+the kernel then, taken out by `nm-zones serve`'s timer or the next run of nm-zones. Until
+then the kernel stops accepting by itself: nftables with a set element that times out,
+iptables with the `time` match's --datestop (the wall clock: with iptables and no service
+running, a clock stepped back reopens it until the next run).
 Without --zone and --interface it applies to the one bound interface, when only one is.
 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
 /etc/nm-zones/zones.d/ZONE.yaml (made from the shipped file when absent; comments and order
 are kept), the file is checked like any zone file, and the zone's interfaces are re-applied.
-A runtime allowance of a service opens its ports, not its conntrack helpers."""
+A runtime allowance of a service opens its ports, not its conntrack helpers.
+
+--app APP (nftables backend only) opens every port a program listens on, and nothing else:
+new connections and datagrams whose receiving socket belongs to APP, a systemd unit or scope
+name (wildcards allowed: 'app-org.kde.kdeconnect-*.scope') or a cgroup path relative to the
+cgroup v2 root. The program may start later; a restarted unit is matched again within 2 s
+while `nm-zones serve` runs (it keeps the set of APP's cgroups current)."""
 
 
 def _paths() -> Paths:
@@ -163,6 +173,8 @@ def _zone_view(zone, config) -> dict:
             for f in zone.forward_ports
         ],
         "log-denied": zone.log_denied,
+        "sources": list(zone.sources),
+        "applications": list(zone.applications),
         "file": zone.source,
     }
 
@@ -181,7 +193,7 @@ def cmd_show(args) -> int:
             f"  service:      {name:<16} {_service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
-    for key in ("ports", "protocols", "icmp-blocks"):
+    for key in ("ports", "protocols", "icmp-blocks", "sources", "applications"):
         if view[key]:
             print(f"  {key + ':':<13} {' '.join(view[key])}")
     if view["masquerade"]:
@@ -262,6 +274,9 @@ def cmd_plan(args) -> int:
     if _paths().panic:
         print(f"nm-zones: {PANIC_LINE}; these rules take over then", file=sys.stderr)
     ruleset = _with_runtime_allowances(compile_interface(args.interface, zone, config), config)
+    from ..ruleset.sources import plan_with_sources
+
+    ruleset = plan_with_sources(ruleset, zone, config)
     if _plan_backend(config.settings.backend) == "nftables":
         from ..backends.nftables.backend import plan_script
         from ..ruleset.cache import KernelPlan
@@ -269,6 +284,15 @@ def cmd_plan(args) -> int:
         plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
         sys.stdout.write("# nftables\n" + plan_script(plan))
         return EXIT_OK
+    if zone.applications:
+        from ..backends.iptables.backend import without_applications
+        from ..ruleset.applications import APPS_NO_EFFECT
+        from ..ruleset.cache import KernelPlan
+        from ..ruleset.rules import Ruleset
+
+        tables = without_applications(KernelPlan(args.interface, ruleset.kernel_tables())).tables
+        ruleset = Ruleset.from_kernel_tables(args.interface, zone.name, tables)
+        print(f"nm-zones: zone {zone.name}: {APPS_NO_EFFECT}", file=sys.stderr)
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))
     return EXIT_OK
@@ -354,8 +378,11 @@ def cmd_reload(args) -> int:
         engine.degraded = True
 
     def action(state) -> None:
+        dropped = {a[3] for a in state.allowances if a[3]}  # their deadlines (allowances.py)
         state.allowances = []  # runtime allowances (nm-zones allow) end with a reload
         engine.reload(state)
+        if dropped:
+            engine.forget_deadlines(state, dropped)
 
     status = _run_changes(engine, action, DISABLED)
     _tell_service_reloaded()
@@ -378,6 +405,7 @@ def cmd_allow(args) -> int:
     state lock (doors/allow.py)."""
     from ..ifname import check_interface
     from .allow import Request, check_what, run
+    from .apps import app_what, check_app_support
 
     if args.permanent and args.duration:
         raise UsageError("--for and --permanent exclude each other: a permanent change has no end")
@@ -386,9 +414,14 @@ def cmd_allow(args) -> int:
     if args.interface:
         check_interface(args.interface)
     loaded = _loaded()
-    request = Request(args, check_what(args.what, loaded), loaded)
+    if bool(args.app) == bool(args.what):
+        raise UsageError("give WHAT (a service or a port) or --app APP, one of them")
+    what = app_what(args.app) if args.app else check_what(args.what, loaded)
+    request = Request(args, what, loaded)
     _need_root(args.command)
     engine = _engine()
+    if args.app and args.command == "allow":
+        check_app_support(engine.backend.name)
     if args.zone and args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
     return _run_changes(engine, lambda state: run(engine, request, state), DISABLED)
@@ -484,6 +517,7 @@ def cmd_status(args) -> int:
         for name, binding in sorted(state.interfaces.items())
     ]
     catchall, problems = status_problems(engine, state, disabled, root)
+    sources = _source_rows(engine, state)
     panic = panic_row(engine, root)
     if args.json:
         _print_json(
@@ -493,6 +527,7 @@ def cmd_status(args) -> int:
                 "backend": _held_by(state),
                 "default_zone": state.catchall_zone,
                 "catchall": catchall,
+                "sources": sources,
                 "problems": problems,
                 "interfaces": rows,
             }
@@ -507,6 +542,8 @@ def cmd_status(args) -> int:
             + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
         )
         print(f"rules held by: {_held_by(state)}")
+        if sources:
+            print("sources: " + ", ".join(f"{s} {zone}" for s, zone in sources.items()))
         for problem in problems:
             print(printable(problem))
         for row in rows:
@@ -579,7 +616,29 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
         f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
         for table in tables_changed
     ]
+    if root and not disabled:
+        problems += _rules_ahead(state)
     return catchall, problems
+
+
+def _rules_ahead(state) -> list[str]:
+    """Other programs' rules ahead of nm-zones' jumps that can accept what it refuses."""
+    from ..backends import rules_ahead
+
+    try:
+        return [line for key in sorted(state.kernel) for line in rules_ahead(key)]
+    except OSError:
+        return []
+
+
+def _source_rows(engine, state) -> dict[str, str]:
+    """Bound source (canonical) -> zone, the zone files' and the runtime's (committed with
+    the catch-all, whose kernel check covers them)."""
+    if "error" in engine.compiled.catchall:
+        return {}
+    from ..ruleset.sources import by_address
+
+    return by_address(engine.compiled.source_bindings(state.sources))
 
 
 def _catchall_held(engine, state) -> bool | None:
@@ -587,7 +646,7 @@ def _catchall_held(engine, state) -> bool | None:
     catchall = engine.compiled.catchall
     if not state.catchall_zone or "error" in catchall:
         return None
-    return engine.backend.holds(engine.compiled.catchall_plan())
+    return engine.backend.holds(engine.compiled.catchall_plan(state.sources))
 
 
 def _held_by(state) -> str:
@@ -894,7 +953,8 @@ def _add_allow_commands(sub) -> None:
             ALLOW_DETAILS,
             "nm-zones allow 8000/tcp --for 2h\n  nm-zones allow samba-client --zone home "
             "--for 10m\n  nm-zones allow 60000-61000/udp --interface wlan0\n"
-            "  nm-zones allow https --zone work --permanent",
+            "  nm-zones allow https --zone work --permanent\n"
+            "  nm-zones allow --app minidlna.service --interface eth0",
         ),
         (
             "revoke",
@@ -908,7 +968,15 @@ def _add_allow_commands(sub) -> None:
         p = _command(sub, verb, cmd_allow, summary, examples)
         p.description = f"{summary}\n\n{details}"
         p.add_argument(
-            "what", metavar="WHAT", help="a service (nm-zones services), 8080/tcp or 6000-6010/udp"
+            "what",
+            metavar="WHAT",
+            nargs="?",
+            help="a service (nm-zones services), 8080/tcp or 6000-6010/udp",
+        )
+        p.add_argument(
+            "--app",
+            metavar="APP",
+            help="every port APP listens on: a unit or scope name, or a cgroup path (nftables)",
         )
         scope = p.add_mutually_exclusive_group()
         scope.add_argument("--zone", help="every interface bound to ZONE, now and later")
@@ -918,7 +986,7 @@ def _add_allow_commands(sub) -> None:
                 "--for",
                 dest="duration",
                 metavar="DURATION",
-                help="until DURATION from now: 30s, 10m, 2h, 1d (the kernel ends it)",
+                help="until DURATION from now: 30s, 10m, 2h, 1d (on the boot clock)",
             )
         else:
             p.set_defaults(duration=None)

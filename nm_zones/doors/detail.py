@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from ..text import printable
 
@@ -23,7 +22,8 @@ TARGETS = {
 
 
 def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
-    """What is open, one entry per service, port, protocol and runtime allowance."""
+    """What is open, one entry per service, port, protocol and runtime allowance (`now` on
+    CLOCK_BOOTTIME, as allowances' deadlines are; `deadline` says the wall clock's)."""
     from ..ruleset.allowances import FOREVER
 
     entries = []
@@ -40,9 +40,9 @@ def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
             )
         entries += [{"what": p, "opens": [p], "from": "zone"} for p in zone_view["ports"]]
         entries += [{"what": p, "opens": [p], "from": "zone"} for p in zone_view["protocols"]]
-    for what, deadline, scope in allowed:
+    for what, deadline, wall, scope in allowed:
         if deadline != FOREVER and deadline <= now:
-            continue  # the kernel no longer accepts it; the next run drops it
+            continue  # past its deadline: the next run (or the service's timer) drops it
         service = zone_view["all_services"].get(what) if zone_view else None
         opens = [what] if "/" in what else (service["ports"] if service else [])
         entries.append(
@@ -51,20 +51,20 @@ def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
                 "opens": opens,
                 "from": "runtime",
                 "scope": scope,
-                "deadline": deadline or None,
+                "deadline": wall or None,
                 "remaining_seconds": int(deadline - now) if deadline else None,
             }
         )
     return entries
 
 
-def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, str]]:
+def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, int, str]]:
     from ..ruleset.allowances import effective
 
     mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
     return [
-        (what, deadline, "interface" if what in mine else "zone")
-        for what, deadline in effective(state.allowances, interface, zone)
+        (what, deadline, wall, "interface" if what in mine else "zone")
+        for what, deadline, wall in effective(state.allowances, interface, zone)
     ]
 
 
@@ -123,8 +123,9 @@ def show_interface(args) -> int:
         zone_view = _zone_view(zone, config)
         zone_view["all_services"] = {n: _service_view(s) for n, s in config.services.items()}
     allowed = _allowed_with_scope(state, name, zone_name) if binding is not None else []
-    now = time.time()
-    row["open"] = open_list(zone_view, allowed, now)
+    from ..ruleset.allowances import boottime
+
+    row["open"] = open_list(zone_view, allowed, boottime())
     row["allowances"] = [e for e in row["open"] if e["from"] == "runtime"]
     if zone_view:
         for key in ("target", "forward-ports", "masquerade", "log-denied", "icmp-blocks"):
@@ -182,7 +183,7 @@ def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool
             scope = "this interface" if entry["scope"] == "interface" else "its zone"
             text += f"  (runtime, {scope}"
             if entry["deadline"]:
-                text += f",{until_text(entry['deadline'])}, "
+                text += f",{until_text(entry['deadline'], entry['remaining_seconds'])}, "
                 text += remaining_text(entry["remaining_seconds"])
             lines.append(f"{label} {text})")
         else:

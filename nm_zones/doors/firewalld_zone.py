@@ -149,6 +149,11 @@ class RuntimeZones:
         settings["services"] = ("as", await self._services(found.name))
         ports = [tuple(p.split("/")) for p in await self._ports(found.name)]
         settings["ports"] = ("a(ss)", ports)
+        from .firewalld_sources import Sources  # the zone files' and the runtime's
+
+        (sources,) = await Sources(self.service).get_sources(found.name)
+        if sources:
+            settings["sources"] = ("as", sources)
         return (settings,)
 
     async def get_services(self, zone: str) -> tuple:
@@ -291,7 +296,7 @@ class RuntimeZones:
         engine = self.service.engine()
         state = engine.state_dir.load()
         paths = self.service.paths
-        for owner, zone, what, deadline in state.allowances:
+        for owner, zone, what, deadline, *_ in state.allowances:
             if owner == "" and deadline == 0:
                 key = "ports" if "/" in what else "services"
                 try:

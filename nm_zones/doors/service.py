@@ -32,7 +32,7 @@ from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
-from . import networks_bus
+from . import firewalld_sources, networks_bus
 from .busapi import (
     ACTION_ASSIGN,
     ACTION_CONFIGURE,
@@ -50,6 +50,7 @@ from .busapi import (
 )
 from .direct import ACTION_DIRECT, DIRECT_INTERFACE, passthrough
 from .direct import introspection as direct_introspection
+from .expiry import expire_at_deadlines
 from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
 from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
@@ -216,6 +217,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
         (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
         **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
+        **firewalld_sources.methods(service),
     }
 
 
@@ -282,6 +284,16 @@ class ZoneService:
         engine = self.engine()
         self.locked(engine, lambda state: None)  # prepare() installs hooks and catch-all
         self.finish(engine)
+
+    async def expire(self) -> None:
+        """Timed allowances at their deadline (doors/expiry.py): their rules leave the
+        kernel now, in turn with the calls; an error is logged and tried again."""
+        engine = self.engine()
+        try:
+            async with self.mutex:
+                await self.in_worker(engine, lambda state: None)  # prepare() expires them
+        except FirewallError as error:
+            log(f"timed allowances: {error}", warning=True)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -542,6 +554,8 @@ class ZoneService:
                 entry["interfaces"].append(name)
         for name, zone in sorted(self.pending.zones.items()):
             active.setdefault(zone, {"interfaces": []})["interfaces"].append(name)
+        state = engine.state_dir.load()
+        firewalld_sources.add_active(active, engine.compiled.source_bindings(state.sources))
         return (active,)
 
     async def get_zone_of_interface(self, interface: str) -> tuple:
@@ -987,7 +1001,7 @@ def firewalld_introspection(base: str) -> str:
         "</method>\n"
     )
     runtime = RuntimeZones(None).methods()  # firewall-cmd's (doors/firewalld_zone.py)
-    extra_zone += method_xml(runtime, ZONE_INTERFACE)
+    extra_zone += method_xml(runtime, ZONE_INTERFACE) + firewalld_sources.INTROSPECTION
     main_opening = f'<interface name="{MAIN_INTERFACE}">\n'
     xml = base.replace(zone_opening, zone_opening + extra_zone, 1)
     xml = xml.replace(main_opening, main_opening + method_xml(runtime, MAIN_INTERFACE), 1)
@@ -1107,6 +1121,7 @@ async def serve(paths: Paths) -> int:
             number, lambda n=number: stopping.done() or stopping.set_result(n)
         )
     receiving = asyncio.create_task(bus.run(service.received, service.signalled))
+    timer = None
     try:
         await claim_name(bus)
         await bus.call(
@@ -1129,17 +1144,44 @@ async def serve(paths: Paths) -> int:
         watch = networks_bus.watch_identifications(service)
         if watch is None:
             log("cannot watch the hook's identifications: NetworksChanged only for own changes")
+        keeper = follow_applications(paths)
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
-        done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        timer = asyncio.create_task(expire_at_deadlines(paths, service.expire))
+        waiting = {receiving, stopping, timer}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if stopping in done:
             log(f"stopping on signal {signal.Signals(stopping.result()).name}")
             return 0
-        error = receiving.exception()
+        failed = timer if timer in done else receiving
+        error = failed.exception()
+        if failed is timer:
+            raise Refused(f"the allowances' timer stopped ({type(error).__name__}: {error})")
         raise Refused(f"lost the system bus ({type(error).__name__}: {error})")
     finally:
+        if "keeper" in locals() and keeper is not None:
+            keeper.set()
         receiving.cancel()
+        if timer is not None:
+            timer.cancel()
         await connection.close()
+
+
+def follow_applications(paths: Paths):
+    """The application sets kept current (backends/nftables/appsets.py) in a thread while
+    the service runs, on the nftables backend; the Event that stops it, or None."""
+    import threading
+
+    from ..backends import choose
+    from ..config.load import load
+
+    if choose(load(paths).config.settings.backend)[0] != "nftables":
+        return None
+    from ..backends.nftables.appsets import keep
+
+    stop = threading.Event()
+    threading.Thread(target=keep, args=(paths.state, stop), daemon=True).start()
+    return stop
 
 
 def main(paths: Paths) -> int:

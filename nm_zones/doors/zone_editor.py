@@ -39,10 +39,10 @@ def zone_details(loaded, state: State, name: str) -> dict[str, tuple[str, object
         for interface, binding in sorted(state.interfaces.items())
         if binding.zone == name and binding.status in IN_KERNEL
     ]
-    allowances = [
-        {"interface": interface, "what": what, "deadline": str(deadline)}
-        for interface, zone_name, what, deadline in state.allowances
-        if zone_name == name and not expired((interface, zone_name, what, deadline))
+    allowances = [  # the deadline as the wall clock said it when granted (allowances.py)
+        {"interface": allowance[0], "what": allowance[2], "deadline": str(allowance[4])}
+        for allowance in state.allowances
+        if allowance[1] == name and not expired(allowance)
     ]
     return {
         "description": ("s", zone.description),

@@ -139,6 +139,10 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
             rules += _service_rules(config.services[name], family)
         rules += [_port_rule(port, "dport") for port in zone.ports]
         rules += [Rule("ACCEPT", protocol=p) for p in zone.protocols]
+        if zone.applications:
+            from .applications import specs
+
+            rules += [Rule.from_spec(s) for app in zone.applications for s in specs(app)]
     rules += _tail(zone, family, label)
     return tuple(rules)
 
@@ -300,8 +304,14 @@ def _forwarding(zone: Zone) -> tuple[str, ...]:
     )
 
 
+def source_bindings(config: Config) -> dict[str, str]:
+    """source -> zone, for every zone file's `sources`."""
+    return {source: zone.name for zone in config.zones.values() for source in zone.sources}
+
+
 def compile_catchall(zone: Zone, config: Config) -> Ruleset:
-    """Default-zone rules for every interface no zone claims, except the exempt ones.
+    """Default-zone rules for every interface no zone claims, except the exempt ones (the
+    source zones join them in cache.CompiledConfig.catchall_plan).
 
     Only the filter table: it is what keeps a new interface closed before its first event.
     """

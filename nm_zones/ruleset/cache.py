@@ -24,8 +24,9 @@ from ..paths import Paths, config_fingerprint
 from .layout import CHAIN_KINDS, log_prefix
 
 CACHE_FILE = "compiled"
-# 2: forwarding names families; 3: and the settings; 4: services' rules; 5: user-profile-zones
-CACHE_VERSION = 5
+# 2: forwarding names families; 3: and the settings; 4: services' rules; 5: user-profile-zones;
+# 6: the zone files' sources
+CACHE_VERSION = 6
 STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
 FALLBACK_ZONE = "block"
 
@@ -133,8 +134,44 @@ class CompiledConfig:
     def zone(self, name: str) -> ZonePlan | None:
         return self.zones.get(name)
 
-    def catchall_plan(self) -> KernelPlan:
-        return KernelPlan(None, self.catchall["tables"])
+    def source_bindings(self, runtime: dict[str, str] | None = None) -> dict[str, str]:
+        """source -> zone: the zone files' with the runtime's (State.sources) on top."""
+        from .sources import merged
+
+        return merged(self.catchall.get("sources", {}), runtime)
+
+    def catchall_digest(self, runtime: dict[str, str] | None = None) -> str:
+        """The catch-all's fingerprint, its sources' bindings and their zones' rules
+        included: a changed source or source zone means a new commit."""
+        bindings = self.source_bindings(runtime)
+        if not bindings:
+            return self.catchall["digest"]
+        from ..digest import fingerprint
+        from .sources import by_address
+
+        addresses = sorted(by_address(bindings).items())
+        zones = sorted({zone for _, zone in addresses})
+        used = [(z, (self.zones.get(z) or self.zones[FALLBACK_ZONE]).digest) for z in zones]
+        return fingerprint(f"{self.catchall['digest']}\n{addresses}\n{used}")
+
+    def catchall_plan(self, runtime: dict[str, str] | None = None) -> KernelPlan:
+        from .sources import with_sources
+
+        bindings = self.source_bindings(runtime)
+        return KernelPlan(None, with_sources(self.catchall["tables"], bindings, self._zone_chains))
+
+    def _zone_chains(self, zone: str, family: str) -> dict[str, tuple]:
+        """A zone's input and forward rules for its sources (a zone gone since a source
+        was bound to it: block's, as for an interface)."""
+        from .sources import LABEL
+
+        plan = self.zones.get(zone) or self.zones[FALLBACK_ZONE]
+        chains = plan.tables.get((family, "filter"), ((), ()))[0]
+        return {
+            kind: tuple(_for_interface(spec, plan.name, LABEL) for spec in specs)
+            for kind, specs in chains
+            if kind in ("in", "fwd")
+        }
 
     def specs(self) -> set[tuple[str, tuple]]:
         """(family, spec) of every rule of every zone and the catch-all (a LOG rule as its
@@ -203,7 +240,7 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
 
 def build(loaded, paths: Paths) -> dict:
     """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
-    from .build import compile_catchall, compile_interface, service_specs
+    from .build import compile_catchall, compile_interface, service_specs, source_bindings
 
     config = loaded.config
     shipped = []  # loaded when a broken zone needs a stand-in
@@ -249,6 +286,10 @@ def build(loaded, paths: Paths) -> dict:
             "digest": ruleset.digest(),
             "degraded": f"{problem}; {fallback}" if problem else "",
             "tables": ruleset.kernel_tables(),
+            "sources": {
+                **{s: z for z, found in loaded.broken_sources.items() for s in found},
+                **source_bindings(config),
+            },
         }
     return {
         "default_zone": cmap.default_zone,

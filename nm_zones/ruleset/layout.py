@@ -39,9 +39,15 @@ EGRESS_CHAINS = {"nmz-forward": FORWARD_OUT}
 # Dispatch rules in these chains go to their chain (-g) instead of jumping: a RETURN there
 # (traffic someone else DNAT'ed) leaves nm-zones for the rest of the built-in chain.
 GOTO_CHAINS = frozenset({"nmz-forward"})
-# Where a dispatch rule goes in its chain: per-interface rules at the top, then the
-# catch-all for interfaces no zone claims.
-SECTION_IFACE, SECTION_CATCHALL = 1, 2
+# Where a dispatch rule goes in its chain: the zones' sources first (a packet from a bound
+# source gets that zone whatever interface it enters by, as in firewalld), then per-interface
+# rules, then the catch-all for interfaces no zone claims.
+SECTION_SOURCE, SECTION_IFACE, SECTION_CATCHALL = 0, 1, 2
+# A source zone's chains, `nmz-s-ZONE-in` and `nmz-s-ZONE-fwd` (zone names: 17 characters at
+# most, so 27 in all). They belong to the catch-all, which commits them with their dispatch
+# rules (`-s ADDRESS -j nmz-s-ZONE-in`) in one go.
+SOURCE_PREFIX = "nmz-s-"
+SOURCE_KINDS = {"in": "nmz-input", "fwd": "nmz-forward"}
 # An interface's chains, `nmz-if-IFACE-KIND`: no kind's `-KIND` ends another's.
 CHAIN_KINDS = ("in", "fwd", "fout", "pre", "post", "raw")
 CATCHALL_CHAINS = {"in": "nmz-default-in", "fwd": "nmz-default-fwd"}
@@ -87,6 +93,14 @@ IP_PROTOCOLS = {
     "mpls-in-ip": 137,
     "dccp": 33,
 }
+
+
+def source_chain(zone: str, kind: str) -> str:
+    return f"{SOURCE_PREFIX}{zone}-{kind}"
+
+
+def is_source_chain(chain: str) -> bool:
+    return chain.startswith(SOURCE_PREFIX)
 
 
 def uses_goto(chain: str, target: str) -> bool:

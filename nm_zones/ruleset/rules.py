@@ -152,7 +152,8 @@ class Ruleset:
     def kernel_tables(self) -> dict:
         """The ruleset as plain data for backends/iptables/kernel.py: (family, table) ->
         (chains, dispatch), chains as ((name, (spec, ...)), ...), dispatch rules as
-        (dispatch chain, section, "in" or "out", interface or None, target)."""
+        (dispatch chain, section, "in" or "out", interface or None, target); a source's rule
+        as (dispatch chain, section, "src", address, target)."""
         result = {}
         for family, tables in self.tables.items():
             for table, plan in tables.items():
@@ -160,7 +161,7 @@ class Ruleset:
                     (chain, tuple(rule.spec() for rule in rules)) for chain, rules in plan.chains
                 )
                 dispatch = tuple(
-                    (d.chain, d.section, *d.rule.interface(), d.rule.target) for d in plan.dispatch
+                    (d.chain, d.section, *_way(d.rule), d.rule.target) for d in plan.dispatch
                 )
                 result[(family, table)] = (chains, dispatch)
         return result
@@ -186,9 +187,16 @@ class Ruleset:
         return fingerprint(text)
 
 
+def _way(rule: Rule) -> tuple[str, str | None]:
+    """How a dispatch rule matches, for kernel_tables: ("src", address) for a source's rule,
+    else by its interface (Rule.interface)."""
+    return ("src", rule.source) if rule.source else rule.interface()
+
+
 def _dispatch_rule(chain: str, way: str, name: str | None, target: str) -> Rule:
     return Rule(
         target,
+        source=name if way == "src" else None,
         in_interface=name if way == "in" else None,
         out_interface=name if way == "out" else None,
         goto=uses_goto(chain, target),

@@ -52,9 +52,11 @@ def _outcome(attempt) -> str:
         raise
 
 
-def probe_tcp(address: str, port: int, timeout: float = TCP_TIMEOUT) -> str:
+def probe_tcp(address: str, port: int, timeout: float = TCP_TIMEOUT, source: str = "") -> str:
     with socket.socket(_family(address), socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
+        if source:  # one of the prober's addresses (tests of zones bound by source)
+            sock.bind((source, 0))
         return _outcome(lambda: sock.connect((address, port)))
 
 
@@ -116,7 +118,8 @@ def run_probe(spec: dict) -> str:
     kind, address = spec["kind"], spec["address"]
     timeout = spec.get("timeout", TIMEOUT)
     if kind == "tcp":
-        return probe_tcp(address, spec["port"], spec.get("timeout", TCP_TIMEOUT))
+        timeout = spec.get("timeout", TCP_TIMEOUT)
+        return probe_tcp(address, spec["port"], timeout, spec.get("source", ""))
     if kind == "udp":
         return probe_udp(address, spec["port"], timeout)
     if kind == "ping":

@@ -33,7 +33,7 @@ class IptablesBackend:
         """Nothing to do: a commit reads its whole table anyway (one getsockopt)."""
 
     def apply(self, plan, previous_tables=None) -> None:
-        self.netfilter.apply(plan, previous_tables)
+        self.netfilter.apply(without_applications(plan), previous_tables)
 
     def remove(self, interface, previous_tables=None) -> None:
         self.netfilter.remove(interface, previous_tables)
@@ -42,7 +42,7 @@ class IptablesBackend:
         self.netfilter.remove_chains(owned, previous_tables)
 
     def rebuild(self, key, plans: list, panic: bool = False) -> None:
-        self.netfilter.rebuild(*key, plans, panic)
+        self.netfilter.rebuild(*key, [without_applications(p) for p in plans], panic)
 
     def panic(self, on: bool) -> None:
         self.netfilter.panic(on)
@@ -63,7 +63,11 @@ class IptablesBackend:
         from ...ruleset.rules import Ruleset
         from .verify import kernel_holds
 
+        plan = without_applications(plan)
         return kernel_holds(Ruleset.from_kernel_tables(plan.interface, "", plan.tables))
+
+    def forget_deadlines(self, deadlines) -> None:
+        """Nothing kept: a timed rule is the whole of an allowance here."""
 
     def keep_entries(self, compiled) -> None:
         """Keep kernel entries built in this run for the next ones (entries.py), and only
@@ -88,3 +92,30 @@ def legacy_available() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return os.path.exists("/proc/net/ip_tables_names")
+
+
+def without_applications(plan):
+    """The plan without rules that match an application (ruleset/applications.py): legacy
+    iptables cannot look up a received packet's socket, so a zone's `applications` open
+    nothing here (the config's loader warns), and `allow --app` is refused before."""
+    if not any(
+        name == "cgroupv2"
+        for chains, _ in plan.tables.values()
+        for _, specs in chains
+        for spec in specs
+        for name, _ in spec[5]
+    ):
+        return plan
+    from ...ruleset.cache import KernelPlan
+
+    tables = {
+        key: (
+            tuple(
+                (chain, tuple(s for s in specs if all(n != "cgroupv2" for n, _ in s[5])))
+                for chain, specs in chains
+            ),
+            dispatch,
+        )
+        for key, (chains, dispatch) in plan.tables.items()
+    }
+    return KernelPlan(plan.interface, tables, plan.forwarding)

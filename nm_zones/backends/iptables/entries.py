@@ -180,8 +180,12 @@ class Entries:
     ):
         """`[-i|-o INTERFACE] -j TARGET` (`-g TARGET` with goto), as a ctypes buffer ready for
         libiptc. A trailing `+` in the interface matches every name with that prefix (exempt
-        patterns)."""
-        buffer = self.buffer(family, TEMPLATE)
+        patterns). Direction "src" matches a source address or network (`-s`) instead."""
+        if direction == "src":
+            buffer = self.buffer(family, (target, (), interface, None, None, ()))
+            interface = None
+        else:
+            buffer = self.buffer(family, TEMPLATE)
         if family == "ipv4":
             entry = self.iptc.ip4tc.ipt_entry.from_buffer(buffer)
             header = entry.ip

@@ -5,9 +5,10 @@ hook or restore an old ruleset behind nm-zones' back. After each of its own comm
 records a *view* of each table it committed: every `nmz-` chain as a fingerprint of its rules
 (counters left out, jumps by chain name, so other programs' rules and traffic never change
 it) and, per built-in chain, the `nmz-` chains it jumps to (a panic chain marked when a rule
-of another program comes before it: panic mode must come first). A run that finds a
-different view knows at once that something of nm-zones' was changed, and rebuilds that
-table.
+of another program comes before it: panic mode must come first), and the rule numbers of
+any other program's rule ahead of nm-zones' first jump that can let a packet past it
+(BYPASS). A run that finds a different view knows at once that something of nm-zones' was
+changed, and rebuilds that table (which puts nm-zones' jumps back on top).
 
 Only ctypes and the socket module's C core are imported: the quick path of every event uses
 this (python-iptables costs ten times more to import).
@@ -33,6 +34,11 @@ ENTRIES_HEADER = 40  # struct ipt_get_entries, up to its 8-byte aligned entry ta
 PREFIX = "nmz-"
 FIRST = frozenset(chain for _, chain, _ in PANIC_CHAINS)  # jumped to first, or marked
 READ_ATTEMPTS = 20
+BYPASS = " bypass"  # the view's key for a built-in chain's rules ahead of nm-zones' jump
+# standard verdicts (-verdict - 1): NF_ACCEPT is 1, XT_RETURN is NF_REPEAT (4)
+ACCEPT, RETURN = -2, -5
+# where struct ipt_ip / ip6t_ip6 keeps its flags, and the flag that makes a jump a goto
+GOTO_FLAG = {"ipv4": (82, 0x02), "ipv6": (131, 0x04)}
 
 
 class ReadError(OSError):
@@ -148,6 +154,8 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
     heads: list[int] = []  # where each user chain's ERROR entry begins
     # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in chain)
     jumps: list[tuple[int, int, bool]] = []
+    rules: list[tuple[int, int | None, bool]] = []  # (offset, verdict or None, is a goto)
+    flag_at, goto_flag = GOTO_FLAG[family]
     offset, length = 0, len(blob)
     while offset + entry_size <= length:
         at = offset + offsets_at
@@ -162,9 +170,12 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
             verdict = int.from_bytes(blob[verdict_at : verdict_at + 4], "little", signed=True)
             if verdict >= 0:
                 jumps.append((verdict_at, verdict, offset in starts))
+            rules.append((offset, verdict, bool(blob[offset + flag_at] & goto_flag)))
         elif blob[name_at : name_at + 6] == b"ERROR\0":  # a user chain's head
             heads.append(offset)
             starts[offset + next_offset] = _text(blob[name_at + 30 : name_at + 62])
+        else:
+            rules.append((offset, None, False))  # another target (LOG, REJECT, MARK, ...)
         offset += next_offset
     bounds = sorted(set(starts) | set(heads) | {offset})
     chain_of = [starts.get(bound, "") for bound in bounds]
@@ -183,7 +194,47 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
         chain = chain_of[index]
         if chain.startswith(PREFIX):
             view[chain] = sha256(masked[bound : bounds[index + 1]]).hexdigest()[:32]
+    view.update(_bypasses(rules, bounds, chain_of, starts))
     return view
+
+
+def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
+    """{"INPUT bypass": (rule numbers, from 1)} for each built-in chain where another
+    program's rule ahead of nm-zones' first jump can accept a packet before nm-zones sees it:
+    an ACCEPT, a RETURN (the policy decides), a goto (its RETURN does too), or a jump to a
+    chain that can accept. Other rules ahead (a DROP, a LOG, docker's DOCKER-USER that
+    returns) change nothing nm-zones promises, and are left alone."""
+    from bisect import bisect_right
+
+    by_chain: dict[str, list[tuple[int | None, bool]]] = {}
+    for offset, verdict, goto in rules:
+        chain = chain_of[bisect_right(bounds, offset) - 1]
+        by_chain.setdefault(chain, []).append((verdict, goto))
+    memo: dict[str, bool] = {}
+
+    def can_accept(chain: str) -> bool:
+        """Whether a packet jumping to a user chain can come out accepted."""
+        if chain not in memo:
+            memo[chain] = False  # a loop accepts nothing the kernel would let it
+            memo[chain] = any(
+                verdict == ACCEPT
+                or (verdict is not None and verdict >= 0 and can_accept(starts.get(verdict, "")))
+                for verdict, _ in by_chain.get(chain, ())
+            )
+        return memo[chain]
+
+    found = {}
+    for chain in HOOK_NAMES:
+        ahead = []
+        for number, (verdict, goto) in enumerate(by_chain.get(chain, ()), 1):
+            target = starts.get(verdict, "") if verdict is not None and verdict >= 0 else ""
+            if target.startswith(PREFIX):
+                if ahead:
+                    found[chain + BYPASS] = tuple(ahead)
+                break
+            if verdict in (ACCEPT, RETURN) or (target and (goto or can_accept(target))):
+                ahead.append(number)
+    return found
 
 
 def read_view(family: str, table: str) -> dict:

@@ -36,6 +36,7 @@ from ...ruleset.layout import (
     PANIC_TABLE,
     SECTION_CATCHALL,
     TABLE_ORDER,
+    is_source_chain,
     uses_goto,
 )
 from .held import read_view
@@ -137,6 +138,8 @@ class Netfilter:
         chains, dispatch = plan
         catchall = owned == CATCHALL_OWNED
         present = [c for c in sorted(owned) if table.is_chain(c)]
+        if catchall:  # the source zones' chains are the catch-all's too
+            present += sorted(c.name for c in table.chains if is_source_chain(c.name))
         if not chains and not dispatch and not present and not catchall:
             return False  # dispatch rules only lead to owned chains, and there are none
         self._hook_dispatch_chains(table, family, name, {rule[0] for rule in dispatch})
@@ -220,15 +223,25 @@ class Netfilter:
                     continue
                 targets = self._targets(table, dispatch_chain)
                 doomed = [
-                    i for i, t in enumerate(targets) if t in owned or (catchall and t == "RETURN")
+                    i
+                    for i, t in enumerate(targets)
+                    if t in owned or (catchall and (t == "RETURN" or is_source_chain(t)))
                 ]
                 self._delete_rules(table, dispatch_chain, doomed)
 
     def _position(self, table, chain: str, section: int) -> int | None:
         """Where a dispatch rule of `section` goes: an interface's at the top of its chain
-        (each matches its own interface, so their order does not matter), the catch-all at
-        the end (None)."""
-        return None if section == SECTION_CATCHALL else 0
+        (each matches its own interface, so their order does not matter) but below the
+        sources' rules, a source's after those before it (the plan's order: narrower
+        networks first), the catch-all at the end (None)."""
+        if section == SECTION_CATCHALL:
+            return None
+        position = 0
+        entry = table.first_rule(chain)
+        while entry and is_source_chain(_target_name(table, entry)):
+            position += 1
+            entry = table.next_rule(entry)
+        return position
 
     def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
         """Commit one table; when the kernel refuses entries kept from earlier runs, build

@@ -27,6 +27,11 @@ named, and nothing of theirs is read: the view is `list table inet nm-zones`.
 
 from __future__ import annotations
 
+import contextlib
+import math
+
+from ...errors import KernelError
+from ...ruleset.allowances import boottime, deadline_of, set_name
 from ...ruleset.layout import (
     CATCHALL_CHAINS,
     CHAIN_KINDS,
@@ -38,7 +43,9 @@ from ...ruleset.layout import (
     LOOPBACK,
     NFT_PANIC_CHAINS,
     SECTION_CATCHALL,
+    SECTION_SOURCE,
     TABLE_ORDER,
+    is_source_chain,
 )
 from .libnft import FAMILY, TABLE, Nft, NftError, list_table
 
@@ -139,8 +146,14 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
         number = int(settings.get("icmp-type") or settings.get("icmpv6-type"))
         word = "icmp" if name == "icmp" else "icmpv6"
         parts.append(f"{word} type {ICMP_NAMES[family].get(number, number)}")
-    elif name == "time":  # an allowance's deadline, after which the kernel ignores the rule
-        parts.append(f'meta time < "{local_time(settings["datestop"])}"')
+    elif name == "time":
+        pass  # the wall clock: a timed allowance matches its deadline's set instead
+    elif name == "comment" and deadline_of(settings["comment"]) is not None:
+        parts.append(f"iifname @{settings['comment']}")  # its element times out in the kernel
+    elif name == "cgroupv2":  # an application's set (ruleset/applications.py)
+        from ...ruleset.applications import set_name as app_set_name
+
+        parts.append(f"socket cgroupv2 level {settings['level']} @{app_set_name(settings['app'])}")
     elif name == "limit":
         count, _, unit = settings["limit"].partition("/")
         parts.append(f"limit rate {count}/{RATE_UNITS.get(unit, unit)}")
@@ -153,16 +166,6 @@ def _match(family: str, name: str, options: tuple, protocol: str | None) -> list
     else:
         raise Untranslatable(f"match {name!r}")
     return parts
-
-
-def local_time(utc: str) -> str:
-    """iptables' `--datestop` (UTC, `YYYY-MM-DDTHH:MM:SS`) as nft reads a date: in the local
-    time zone of the process that parses it (libnftables, here in this process)."""
-    import calendar
-    import time
-
-    moment = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%S"))
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
 def _verdict(family: str, target: str, options: tuple) -> str:
@@ -257,20 +260,34 @@ class Script:
         self.chains: dict[str, dict[str, tuple]] = {}  # chain -> family -> specs
         self.elements: dict[str, dict[str, str]] = {}  # map -> interface -> verdict
         self.catchall: dict[str, dict[str, list]] = {}  # base chain -> family -> rules
+        # base chain -> the source zones' rules at its head (before the vmap), both families
+        self.sources: dict[str, list[str]] = {}
         # conntrack helper -> (its protocol, the families whose rules use it)
         self.helpers: dict[str, tuple[str, set[str]]] = {}
+        self.apps: set[str] = set()  # applications whose sets the rules use (appsets.py)
+        self.deadlines: set[int] = set()  # of timed allowances (ruleset/allowances.py)
         for family in FAMILIES:
             for table in TABLE_ORDER:
                 chains, dispatch = plan.tables.get((family, table), ((), ()))
                 for chain, specs in chains:
                     self.chains.setdefault(chain, {})[family] = specs
                     for spec in specs:
+                        self.apps.update(dict(o)["app"] for n, o in spec[5] if n == "cgroupv2")
                         if spec[0] == "CT":
                             helper = dict(spec[1])["helper"]
                             self.helpers.setdefault(helper, (spec[4], set()))[1].add(family)
+                        for match, options in spec[5]:
+                            if match == "comment":
+                                deadline = deadline_of(dict(options)["comment"])
+                                if deadline is not None:
+                                    self.deadlines.add(deadline)
                 for dispatch_chain, section, _direction, interface, target in dispatch:
                     verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
-                    if section == SECTION_CATCHALL:
+                    if section == SECTION_SOURCE:
+                        base = HOOK_CHAINS[dispatch_chain][0]
+                        rule = f"{ADDRESS[family]} saddr {interface} {verb} {chain_ref(target)}"
+                        self.sources.setdefault(base, []).append(canonical(rule))
+                    elif section == SECTION_CATCHALL:
                         base = HOOK_CHAINS[dispatch_chain][0]
                         self.catchall.setdefault(base, {}).setdefault(family, []).append(
                             (_direction, interface, target, verb)
@@ -281,6 +298,19 @@ class Script:
 
     def chain_lines(self) -> dict[str, list[str]]:
         return {chain: chain_rules(families) for chain, families in self.chains.items()}
+
+    def base_lines(self) -> dict[str, list[str]]:
+        """The whole of `input` and `forward` as the catch-all's plan has them: the source
+        zones' rules, the vmap, then the catch-all's rules."""
+        catchall = self.catchall_lines()
+        return {
+            base: [
+                *self.sources.get(base, []),
+                vmap_rule(dispatch_of(base)),
+                *catchall.get(base, []),
+            ]
+            for base in sorted(set(catchall) | set(self.sources))
+        }
 
     def catchall_lines(self) -> dict[str, list[str]]:
         """The rules after the vmap in `input` and `forward` (exempt names return, the rest
@@ -340,16 +370,22 @@ def element_map(kind: str) -> str:
     return DISPATCH[kind][0]
 
 
-def interface_script(plan, replace: bool = True) -> list[str]:
+def interface_script(plan, replace: bool = True, stale: tuple[str, ...] = ()) -> list[str]:
     """Commands that make the table hold `plan` for its interface (the catch-all for None):
     its chains flushed and refilled, chains of kinds it no longer uses deleted with their
-    elements, its elements added (an element's verdict depends only on the name)."""
+    elements, its elements added (an element's verdict depends only on the name). `stale`:
+    source zones' chains the catch-all no longer has, deleted once nothing leads to them."""
     script = Script(plan)
     lines = []
     t = f"{FAMILY} {TABLE}"
     for helper, (protocol, families) in sorted(script.helpers.items()):
         body = _helper_decl(helper, protocol, families)
         lines.append(f"add ct helper {t} {helper_object(helper)} {{ {body} }}")
+    if script.apps:
+        from .appsets import declare
+
+        lines += declare(script.apps)
+    lines += deadline_sets(script.deadlines, plan.interface)
     bodies = script.chain_lines()
     for chain, rules in bodies.items():
         lines.append(f"add chain {t} {chain_ref(chain)}")
@@ -358,19 +394,38 @@ def interface_script(plan, replace: bool = True) -> list[str]:
         lines += [f"add rule {t} {chain_ref(chain)} {rule}" for rule in rules]
     if plan.interface is None:
         owned = list(CATCHALL_CHAINS.values())
-        for base, rules in script.catchall_lines().items():
+        for base, rules in script.base_lines().items():
             lines.append(f"flush chain {t} {base}")
-            lines.append(f"add rule {t} {base} {vmap_rule(dispatch_of(base))}")
             lines += [f"add rule {t} {base} {rule}" for rule in rules]
+        lines += _drop_chains(None, [c for c in stale if c not in bodies])
     else:
         from ...ifname import chain_name
 
         owned = [chain_name(plan.interface, kind) for kind in CHAIN_KINDS]
+        for base, rules in script.sources.items():  # only `plan` shows a zone's sources here
+            lines += [f"insert rule {t} {base} {rule}" for rule in reversed(rules)]
     for dispatch_chain, elements in script.elements.items():
         for interface, verdict in elements.items():
             lines.append(f"add element {t} {dispatch_chain} {{ {quote(interface)} : {verdict} }}")
     if plan.interface is not None and replace:
         lines += _drop_chains(plan.interface, [c for c in owned if c not in bodies])
+    return lines
+
+
+def deadline_sets(deadlines, interface: str | None) -> list[str]:
+    """The set of each timed allowance's deadline, with the interface in it for as long as
+    is left until the deadline (CLOCK_BOOTTIME): the kernel counts the element down on its
+    own clock, so the allowance's rule matches nothing after it whatever the wall clock
+    says. A deadline already passed leaves the set empty."""
+    t = f"{FAMILY} {TABLE}"
+    lines = []
+    now = boottime()
+    for deadline in sorted(deadlines):
+        name = set_name(deadline)
+        lines.append(f"add set {t} {name} {{ type ifname; flags timeout; }}")
+        left = math.ceil((deadline - now) * 1000)
+        if interface is not None and left > 0:
+            lines.append(f"add element {t} {name} {{ {quote(interface)} timeout {left}ms }}")
     return lines
 
 
@@ -460,7 +515,13 @@ class NftablesBackend:
         )
         self.faults.check(owned)
         touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
-        self._change(interface_script(plan), touched)
+        stale: tuple[str, ...] = ()
+        if plan.interface is None:  # the source zones' chains are the catch-all's
+            listed = parse_listing(list_table(self.lister))
+            stale = tuple(c for c in (listed[0] if listed else {}) if is_source_chain(c))
+            touched |= set(stale) | {c for c in Script(plan).chains if is_source_chain(c)}
+        self._change(interface_script(plan, stale=stale), touched)
+        self._fill_sets([plan])
         if plan.forwarding:
             from ..iptables.kernel import enable_forwarding
 
@@ -502,6 +563,7 @@ class NftablesBackend:
         if panic:
             lines += panic_script(True)
         self._commit(lines)
+        self._fill_sets(plans)
 
     def panic(self, on: bool) -> None:
         """Panic mode in or out: one transaction, every hook, both families."""
@@ -544,13 +606,21 @@ class NftablesBackend:
             for interface, verdict in elements.items():
                 if maps.get(dispatch_chain, {}).get(interface) != verdict:
                     return False
-        for base, rules in script.catchall_lines().items():
-            if chains.get(base) != [vmap_rule(dispatch_of(base)), *rules]:
-                return False
-        return True
+        return all(chains.get(base) == rules for base, rules in script.base_lines().items())
 
     def keep_entries(self, keep) -> None:
         """Nothing kept between runs: nft parses a script faster than entries can be read."""
+
+    def forget_deadlines(self, deadlines) -> None:
+        """The sets of deadlines no allowance has any more, each in its own transaction: one
+        that a rule still uses (an interface that could not be committed) stays, and is
+        tried again at the next deadline that passes."""
+        t = f"{FAMILY} {TABLE}"
+        for deadline in sorted(deadlines):
+            name = set_name(deadline)
+            declaration = f"add set {t} {name} {{ type ifname; flags timeout; }}"
+            with contextlib.suppress(KernelError):
+                self._commit([declaration, f"delete set {t} {name}"], touched=())
 
     # -- inside --------------------------------------------------------------------------
 
@@ -592,6 +662,21 @@ class NftablesBackend:
         # the engine hands self.views to the state and empties it; the next transaction of
         # this process starts from this view, not from the one checked before the run
         self.trusted[KEY] = self.views[KEY]
+
+    def _fill_sets(self, plans) -> None:
+        """The application sets the plans' rules use, filled with the cgroups that match
+        now (appsets.py); one that cannot be filled stays as it is (at worst empty: the
+        application is refused), and `nm-zones serve` tries again."""
+        apps = set()
+        for plan in plans:
+            apps |= Script(plan).apps
+        if not apps:
+            return
+        from .appsets import fill
+
+        for app in sorted(apps):
+            with contextlib.suppress(NftError):
+                fill(self.nft, app)
 
     def _elements_to(self, owned) -> list[tuple[str, str]]:
         listed = parse_listing(list_table(self.lister))

@@ -25,6 +25,11 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 # NFTA_*_TABLE is 1 for chains, rules and element lists; NFTA_CHAIN_NAME and NFTA_RULE_CHAIN
 # are 3 and 2 (a rule message starts with its table and its chain); NFTA_SET_ELEM_LIST_SET 2
 ATTR_TABLE, ATTR_SET, ATTR_RULE_CHAIN, ATTR_NAME = 1, 2, 2, 3
+# what decides a base chain: NFTA_CHAIN_HOOK (hook number, priority, device), _POLICY, _TYPE
+# and _FLAGS; a chain without a hook is a plain chain (its use count and counters change by
+# themselves and are left out)
+BASE_CHAIN_ATTRIBUTES = (4, 5, 7, 10)
+NFTA_CHAIN_HOOK = 4
 ENOENT = 2
 NFTA_GEN_ID = 1
 ATTEMPTS = 5
@@ -115,8 +120,9 @@ class Reader:
     def chain_digests(self, table: str, chains=None) -> dict[str, str]:
         """chain -> a fingerprint of its rules as the kernel hands them out (handles
         included), for every chain of the table, or only for `chains` (those absent left
-        out): the kernel filters the dump by table and chain."""
-        from ...digest import sha256
+        out): the kernel filters the dump by table and chain. A base chain's hook, priority,
+        type and policy count too: `policy drop` on `input` decides every packet as much as
+        a rule does."""
 
         wanted = table.encode() + b"\0"
         name = _attribute(ATTR_TABLE, wanted)
@@ -126,18 +132,18 @@ class Reader:
             for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, name):
                 attributes = dict(_attributes(payload, 0))
                 if attributes.get(ATTR_TABLE) == wanted:
-                    found[_text(attributes.get(ATTR_NAME, b""))] = sha256()
+                    found[_text(attributes.get(ATTR_NAME, b""))] = _chain_digest(attributes)
         else:
             requests = []
             for chain in chains:
                 request = name + _attribute(ATTR_NAME, chain.encode() + b"\0")
                 try:
-                    self._request(NFT_MSG_GETCHAIN, 0, request)
+                    replies = self._request(NFT_MSG_GETCHAIN, 0, request)
                 except OSError as error:
                     if isinstance(error, DumpChanged) or error.errno != ENOENT:
                         raise
                     continue
-                found[chain] = sha256()
+                found[chain] = _chain_digest(dict(_attributes(replies[0], 0)) if replies else {})
                 requests.append(name + _attribute(ATTR_RULE_CHAIN, chain.encode() + b"\0"))
         for request in requests:
             for payload in self._request(NFT_MSG_GETRULE, NLM_F_DUMP, request):
@@ -167,6 +173,18 @@ class Reader:
             for payload in replies:
                 digest.update(payload)
         return digest.hexdigest()[:32]
+
+
+def _chain_digest(attributes: dict):
+    """A digest started with what decides a base chain (nothing for a plain chain, whose
+    fingerprint stays that of its rules alone)."""
+    from ...digest import sha256
+
+    digest = sha256()
+    if NFTA_CHAIN_HOOK in attributes:
+        for kind in BASE_CHAIN_ATTRIBUTES:
+            digest.update(_attribute(kind, attributes.get(kind, b"")))
+    return digest
 
 
 def _text(value: bytes) -> str:
