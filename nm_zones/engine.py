@@ -331,9 +331,10 @@ class Engine:
         inputs: str,
     ) -> None:
         """The kernel already holds the interface's rules: only the record may change."""
-        if (old.reason, old.connection_uuid, old.degraded, old.inputs) != (
+        if (old.reason, old.connection_uuid, old.connection_type, old.degraded, old.inputs) != (
             reason,
             connection.uuid,
+            connection.type or old.connection_type,
             degraded,
             inputs or old.inputs,
         ):
@@ -341,6 +342,8 @@ class Engine:
             old.inputs = inputs or old.inputs
             old.connection_uuid = connection.uuid or old.connection_uuid
             old.connection_id = connection.id or old.connection_id
+            # a stage-3 call that could not read the profile left the type out
+            old.connection_type = connection.type or old.connection_type
             self.save(state)
 
     def _commit_binding(

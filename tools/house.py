@@ -24,7 +24,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "nm_zones"
 LONG_FUNCTION = 60  # lines, body and signature
 STAGES = (
-    ("helpers", ("digest", "errors", "files", "ifname", "lazy", "locks", "log", "paths", "text")),
+    ("helpers", ("addresses", "digest", "errors", "files", "ifname", "lazy", "locks", "log",
+                 "paths", "text")),
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),

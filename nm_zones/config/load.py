@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..addresses import canonical_source
 from ..paths import Paths, yaml_files
 from .model import (
     CONNTRACK_HELPERS,
@@ -27,7 +28,6 @@ from .model import (
     Service,
     Settings,
     Zone,
-    canonical_source,
 )
 from .yamlsource import LocList, LocMap, read_yaml
 

@@ -125,26 +125,6 @@ class ForwardPort:
     to_addr: str | None = None
 
 
-def canonical_source(text: str) -> str:
-    """A source address or network as iptables prints it (`10.0.0.5` -> `10.0.0.5/32`, host
-    bits cleared as firewalld does); ValueError saying why for anything else (MAC addresses
-    and ipsets, which firewalld also takes, are not supported)."""
-    import ipaddress  # only for zones and calls that name sources
-
-    text = str(text).strip()
-    if not text or any(c.isspace() or c in "!,\"'" for c in text):
-        raise ValueError(f"{text!r} is not an IPv4 or IPv6 address or network")
-    try:
-        return str(ipaddress.ip_network(text, strict=False))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an IPv4 or IPv6 address or network") from None
-
-
-def source_family(source: str) -> str:
-    """`ipv6` for a canonical IPv6 source, else `ipv4`."""
-    return "ipv6" if ":" in source else "ipv4"
-
-
 @dataclass(frozen=True)
 class Zone:
     """A trust level: what an interface in it accepts (zones.d/NAME.yaml)."""

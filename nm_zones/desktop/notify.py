@@ -1,10 +1,15 @@
 """`nm-zones-notify`: the user-session agent. It follows `nm-zones serve` on the system bus
 and, when a network with no zone of its own connects and gets a default zone, asks in a
 desktop notification which zone that network should have; the choice is assigned to the
-connection for good (as `nm-zones assign`), through the service. Zone changes made
+connection for good (as `nm-zones assign`), through the service. A profile whose zone
+follows the network it reached (a wired profile, by default: networks/zone.py) is asked
+about per network instead, once the service reports the network identified (GetConnections'
+`identification`, signalled by NetworksChanged): "New wired network, gateway MAC, domain
+D: which zone?", the answer stored for that network (SetNetworkZone). Zone changes made
 elsewhere get a quieter notification. A connection it placed is never asked about again
-(remembered in the user's state folder); `[notify] enabled = false` in the user's
-desktop.conf (the switch in nm-zones-settings) keeps it quiet.
+(remembered in the user's state folder); a placed network is known to the service;
+`[notify] enabled = false` in the user's desktop.conf (the switch in nm-zones-settings)
+keeps it quiet.
 
 Any program on the session bus can emit a signal that looks like the notification server's:
 an action counts only when its sender is the current owner of org.freedesktop.Notifications
@@ -166,14 +171,22 @@ class Agent:
     def __init__(self, service: Service, notifier_factory=Notifier):
         self.service = service
         self.notifier = notifier_factory(self.on_action)
-        # notification id -> (the change it asks about, the server that numbered it)
+        # notification id -> (what it asks about, the server that numbered it); what: the
+        # ZoneChanged of a connection, or a network (its "network" key: its id)
         self.asking: dict[int, tuple[dict, str]] = {}
         self.expected: set[tuple[str, str]] = set()  # (uuid, zone) this agent asked for
+        # connections that joined with a default zone, by UUID, until the service knows
+        # whether their network was identified (then the question is about the network)
+        self.waiting: dict[str, tuple[dict, str, str, str]] = {}
+        self.asked_networks: set[str] = set()  # the network ids asked about this session
         service.follow(self.on_signal, network_manager=False)
+        self.check_networks()  # a new network identified before the session started
 
     def on_signal(self, interface: str, member: str, args: tuple) -> None:
         if member == "ZoneChanged" and args:
             self.zone_changed(args[0])
+        elif member == "NetworksChanged":
+            self.check_networks()
 
     def zone_changed(self, change: dict) -> None:
         uuid, zone, old = change.get("uuid", ""), change.get("zone", ""), change.get("old-zone")
@@ -182,6 +195,7 @@ class Agent:
             self.expected.discard((uuid, zone))
             return  # the agent's own doing: already told
         if not zone:
+            self.waiting.pop(uuid, None)
             return  # disconnected
         if not notifications_enabled():
             say(f"not asking about {name!r}: notifications are off")
@@ -190,10 +204,8 @@ class Agent:
         if not old and change.get("reason") in DEFAULT_REASONS:
             if not uuid:
                 return  # no NetworkManager profile to keep a zone in
-            if uuid in placed():
-                say(f"not asking about {name!r}: placed before")
-                return
-            self.ask(change, name, zone, icon)
+            self.waiting[uuid] = (change, name, zone, icon)
+            self.check_networks()
         elif change.get("degraded"):  # the zone asked for could not be used as configured
             self.notifier.notify(
                 _("{name}: zone {zone} could not be applied as configured").format(
@@ -213,18 +225,96 @@ class Agent:
                 URGENCY_LOW,
             )
 
-    def ask(self, change: dict, name: str, zone: str, icon: str) -> None:
+    def check_networks(self) -> None:
+        """Ask about each connection the service has identified on a network nobody placed
+        yet (once per network and session); a waiting connection whose profile has its own
+        zone or whose network could not be identified is asked about as a profile."""
+        try:
+            rows = self.service.read("GetConnections", "aa{ss}")
+        except ServiceError as error:
+            say(f"cannot read the connections: {error}")
+            rows = []
+        seen = {row.get("uuid", ""): row for row in rows if row.get("zone")}
+        for uuid in [u for u in self.waiting if u not in seen]:
+            del self.waiting[uuid]  # gone meanwhile (or the service is)
+        networks: dict[str, dict] | None = None
+        for uuid, row in seen.items():
+            state = row.get("identification", "")
+            if state == "pending":
+                continue  # the hook has not looked yet: NetworksChanged follows
+            waited = self.waiting.pop(uuid, None)
+            if state != "identified":
+                if waited:
+                    self.ask_profile(*waited)
+                continue
+            if networks is None:
+                networks = self.read_networks()
+            network = networks.get(row.get("network", ""))
+            if network is None or network.get("zone"):
+                if waited and network is not None:  # placed: its zone applies
+                    say(f"not asking about {waited[1]!r}: on known network {network['label']!r}")
+                continue
+            network_id = network["id"]
+            if network_id in self.asked_networks:
+                continue
+            if not notifications_enabled():
+                say(f"not asking about network {network_id}: notifications are off")
+                continue
+            self.asked_networks.add(network_id)
+            self.ask_network(row, network)
+
+    def read_networks(self) -> dict[str, dict]:
+        try:
+            return {n["id"]: n for n in self.service.read("GetNetworks", "aa{ss}")}
+        except ServiceError as error:
+            say(f"cannot read the known networks: {error}")
+            return {}
+
+    def ask_profile(self, change: dict, name: str, zone: str, icon: str) -> None:
+        if change["uuid"] in placed():
+            say(f"not asking about {name!r}: placed before")
+            return
         summary = _("Connected to {name}: zone {zone} ({why})").format(
             name=name, zone=zone, why=reason_text(change["reason"])
         )
         body = _("Which zone should this network have from now on?")
+        self.ask_choice(change, summary, body, icon)
+
+    def ask_network(self, row: dict, network: dict) -> None:
+        """The question about a network (not the profile): its answer goes to the network."""
+        wireless = "wireless" in row.get("type", "")
+        facts = {"mac": network.get("gateway-mac", ""), "domain": network.get("domain", "")}
+        if wireless:
+            summary = _("New wireless network {ssid}: which zone?").format(
+                ssid=network.get("ssid") or facts["mac"]
+            )
+        elif facts["domain"]:
+            summary = _("New wired network, gateway {mac}, domain {domain}: which zone?").format(
+                **facts
+            )
+        else:
+            summary = _("New wired network, gateway {mac}: which zone?").format(**facts)
+        name = row.get("connection") or row.get("interface", "")
+        body = _(
+            "{name} is in zone {zone} until you choose; the choice is for this network "
+            "only, every time you connect to it."
+        ).format(name=name, zone=row["zone"])
+        asked = {
+            "network": network["id"],
+            "label": network.get("label") or network["id"],
+            "uuid": row.get("uuid", ""),
+        }
+        icon = "network-wireless" if wireless else "network-wired"
+        self.ask_choice(asked, summary, body, icon)
+
+    def ask_choice(self, asked: dict, summary: str, body: str, icon: str) -> None:
         actions = []
         for choice in LIKELY_ZONES:
             actions += [choice, zone_label(choice)]
 
         def numbered(number: int, server: str) -> None:
             if number and server:
-                self.asking[number] = (change, server)
+                self.asking[number] = (asked, server)
 
         self.notifier.notify(summary, body, icon, actions, URGENCY_NORMAL, numbered)
 
@@ -238,20 +328,16 @@ class Agent:
         if key not in LIKELY_ZONES:
             return
         change = self.asking.pop(number)[0]
-        uuid, name = change["uuid"], change.get("connection") or change["uuid"]
         self.notifier.close(number)
+        if "network" in change:
+            self.place_network(change, key)
+            return
+        uuid, name = change["uuid"], change.get("connection") or change["uuid"]
         self.expected.add((uuid, key))
 
         def done(lines, error: ServiceError | None) -> None:
             if error is not None:
-                self.expected.discard((uuid, key))
-                self.notifier.notify(
-                    _("Could not give {name} the zone {zone}").format(name=name, zone=key),
-                    str(error),
-                    "dialog-warning",
-                    [],
-                    URGENCY_NORMAL,
-                )
+                self.failed(uuid, name, key, error)
                 return
             try:
                 remember_placed(uuid)
@@ -266,6 +352,36 @@ class Agent:
             )
 
         self.service.assign(uuid, key, done)
+
+    def place_network(self, asked: dict, zone: str) -> None:
+        """SetNetworkZone: the network keeps the zone; the profile stays without one."""
+        uuid, label = asked["uuid"], asked["label"]
+        self.expected.add((uuid, zone))
+
+        def done(lines, error: ServiceError | None) -> None:
+            if error is not None:
+                self.failed(uuid, label, zone, error)
+                self.asked_networks.discard(asked["network"])  # may be asked again
+                return
+            self.notifier.notify(
+                _("{name} is now in zone {zone}").format(name=label, zone=zone),
+                _("Every time you connect to this network."),
+                "network-wired",
+                [],
+                URGENCY_LOW,
+            )
+
+        self.service.change("SetNetworkZone", GLib.Variant("(ss)", (asked["network"], zone)), done)
+
+    def failed(self, uuid: str, name: str, zone: str, error: ServiceError) -> None:
+        self.expected.discard((uuid, zone))
+        self.notifier.notify(
+            _("Could not give {name} the zone {zone}").format(name=name, zone=zone),
+            str(error),
+            "dialog-warning",
+            [],
+            URGENCY_NORMAL,
+        )
 
 
 def autostart_source() -> str:

@@ -1,7 +1,7 @@
 """`nm-zones-settings`: the zone of every active connection, the defaults for wired, wireless
-and unknown networks, and zone support on or off, in a GTK 4 window. Every change goes
-through `nm-zones serve` (polkit decides); the window follows the service and
-NetworkManager live."""
+and unknown networks, the known networks (networks_page.py), and zone support on or off, in
+a GTK 4 window. Every change goes through `nm-zones serve` (polkit decides); the window
+follows the service and NetworkManager live."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from .common import (  # noqa: E402
     set_notifications_enabled,
     zone_label,
 )
+from .networks_page import KnownNetworks  # noqa: E402
 from .zone_editor import ZoneEditor  # noqa: E402
 
 APP_ID = "org.nm_zones.Settings"
@@ -123,6 +124,9 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.defaults[key] = choice
         page.add(defaults)
 
+        self.networks = KnownNetworks(service, self.show, self.done, ZoneChoice)
+        page.add(self.networks.widget)
+
         general = Adw.PreferencesGroup(title=_("General"))
         self.enabled = switch_row(
             general,
@@ -196,6 +200,7 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.enabled.set_state(enabled)
             self.enabled.handler_unblock_by_func(self.set_enabled)
         self.show_connections([c for c in connections if c.get("zone")])
+        self.networks.refresh(self.zones)
         if self.views.get_visible_child() is self.editor:
             self.editor.refresh(self.zones, connections)
 

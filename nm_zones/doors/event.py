@@ -65,8 +65,8 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
     state says (engine.prepare), then this event's change."""
     from ..engine import Engine
     from ..ifname import interface_index, matches_exempt
+    from ..networks.zone import IDENTIFYING_ACTIONS, quick_after, remember
     from ..networks.zone import decide as network_decision
-    from ..networks.zone import remember
     from ..resolve import read_connection
 
     engine = Engine(paths)
@@ -90,6 +90,8 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
                     return 0  # a queued event for a profile deleted since: nothing to bind
                 decision = engine.decide(connection)
                 decision = network_decision(engine, interface, connection, decision, action, env)
+                if action in IDENTIFYING_ACTIONS and not quick_after(connection, engine.compiled):
+                    inputs = ""  # `up` looks for the network, whatever its inputs
                 engine.apply_interface(
                     interface, decision.zone, decision.reason, connection, state, inputs
                 )

@@ -15,7 +15,7 @@ forgets its runtime.
 
 from __future__ import annotations
 
-from ..config.model import canonical_source
+from ..addresses import canonical_source
 from .busapi import ACTION_CONFIGURE, ZONE_INTERFACE, FirewallError
 
 INTROSPECTION = "".join(

@@ -57,3 +57,48 @@ async def _change(service, action: str, network_id: str, value: str) -> tuple:
     await service.run_engine(engine, work, "INVALID_VALUE")
     await service.emit(NMZ_INTERFACE, "NetworksChanged")
     return (said + [str(change) for change in engine.changes],)
+
+
+# the reasons of a binding whose profile has no zone of its own (resolve.py, networks/zone.py)
+DEFAULT_REASONS = ("default for wired", "default for wireless", "default-zone")
+
+
+def identification(engine, interface: str, binding) -> dict[str, str]:
+    """GetConnections' keys for a connection whose zone follows its network: `network` (the
+    id it was identified as, else "") and `identification`: "pending" (not looked yet),
+    "unidentified" (looked: no gateway answered, no lease facts) or "identified"; both ""
+    for a profile with a zone of its own or a type not identified."""
+    from ..engine import recorded_connection
+    from ..networks.zone import PREFIX_KNOWN, REASON_UNKNOWN, read_seen, subject
+
+    reason = binding.reason
+    follows = reason in DEFAULT_REASONS or reason.startswith(PREFIX_KNOWN)
+    follows = follows or reason in REASON_UNKNOWN.values()
+    if not follows or not subject(recorded_connection(binding), engine.compiled):
+        return {"network": "", "identification": ""}
+    from ..ifname import interface_index
+
+    entry = read_seen(engine.paths.state).get(interface)
+    current = entry and entry[:2] == (interface_index(interface), binding.connection_uuid)
+    if not current:
+        return {"network": "", "identification": "pending"}
+    return {"network": entry[2], "identification": "identified" if entry[2] else "unidentified"}
+
+
+def watch_identifications(service):
+    """NetworksChanged whenever the hook (or anyone) records which network an interface is
+    on: the desktop agent asks about a new network then. None when it cannot watch."""
+    import asyncio
+
+    from ..networks.zone import SEEN_FILE
+    from .watch import FileWatch
+
+    def changed() -> None:
+        task = asyncio.get_running_loop().create_task(
+            service.emit(NMZ_INTERFACE, "NetworksChanged")
+        )
+        service._tasks.add(task)
+        task.add_done_callback(service._tasks.discard)
+
+    watch = FileWatch(service.paths.state, SEEN_FILE, changed)
+    return watch if watch.start() else None

@@ -624,6 +624,7 @@ class ZoneService:
 
         def work(state):
             from ..ifname import interface_index, matches_exempt
+            from ..networks.zone import quick_after
             from ..networks.zone import recorded as recorded_network
             from ..quick import inputs_key
             from ..resolve import decide_zone, not_allowed
@@ -655,6 +656,7 @@ class ZoneService:
             if not interface_index(interface):
                 raise FirewallError("INVALID_INTERFACE", f"'{interface}' does not exist")
             agrees = connection.found and decision.zone == target
+            agrees = agrees and quick_after(connection, engine.compiled)  # `up` identifies
             inputs = inputs_key(self.paths, env) if agrees else ""
             change = engine.apply_interface(interface, target, reason, connection, state, inputs)
             return target, change
@@ -893,7 +895,8 @@ class ZoneService:
     async def get_connections(self) -> tuple:
         """Every interface nm-zones holds a zone for, with its connection and the reason."""
         rows = []
-        for name, binding in sorted(self.engine().state_dir.load().interfaces.items()):
+        engine = self.engine()
+        for name, binding in sorted(engine.state_dir.load().interfaces.items()):
             rows.append(
                 {
                     "interface": name,
@@ -904,6 +907,7 @@ class ZoneService:
                     "uuid": binding.connection_uuid,
                     "type": binding.connection_type,
                     "degraded": binding.degraded,
+                    **networks_bus.identification(engine, name, binding),
                 }
             )
         return (rows,)
@@ -1154,6 +1158,9 @@ async def serve(paths: Paths) -> int:
             (NM_DEVICES,),
         )
         await asyncio.to_thread(service.start)
+        watch = networks_bus.watch_identifications(service)
+        if watch is None:
+            log("cannot watch the hook's identifications: NetworksChanged only for own changes")
         keeper = follow_applications(paths)
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone

@@ -25,6 +25,7 @@ SEEN_FILE = "networks-seen"
 PREFIX_KNOWN = "known network"
 REASON_UNKNOWN = {"wired": "unknown wired network", "wireless": "unknown wireless network"}
 IDENTIFYING_ACTIONS = frozenset({"pre-up"})
+UNIDENTIFIED = ""  # a seen entry's network id: looked, no gateway or lease facts (yet)
 
 
 def known_reason(label: str) -> str:
@@ -46,11 +47,21 @@ def subject(connection, compiled) -> str:
     return ""
 
 
+def quick_after(connection, compiled) -> bool:
+    """Whether a binding made while `connection` is being identified (pre-up, the stage-3
+    call) may let the next event take the quick path (quick.py). Not when its zone follows
+    its network: `up` must look for the network even when its inputs are unchanged (a
+    static profile without a gateway), and record what it found (read_seen)."""
+    return not subject(connection, compiled)
+
+
 # -- which interface is on which network (the state directory) --------------------------
 
 
 def read_seen(state_dir: str) -> dict:
-    """interface -> (ifindex, connection UUID, network id); empty when absent or unreadable."""
+    """interface -> (ifindex, connection UUID, network id); empty when absent or unreadable.
+    The id is UNIDENTIFIED when `up` (or an event with lease facts) looked and found nothing
+    to identify (the desktop agent then asks about the profile, not about a network)."""
     try:
         data = read_trusted(os.path.join(state_dir, SEEN_FILE))
         return marshal.loads(data) if data else {}
@@ -75,7 +86,8 @@ def remember(state_dir: str, interface: str, entry: tuple | None) -> None:
 
 
 def network_of(state_dir: str, interface: str, uuid: str) -> str:
-    """The id of the network `interface` is on, as its connection `uuid` identified it."""
+    """The id of the network `interface` is on, as its connection `uuid` identified it
+    ("" while none is)."""
     from ..ifname import interface_index
 
     entry = read_seen(state_dir).get(interface)
@@ -99,14 +111,20 @@ def decide(engine, interface: str, connection, decision: Decision, action: str, 
     if action in IDENTIFYING_ACTIONS:
         remember(state_dir, interface, None)
         return decision
+    from ..ifname import interface_index
+
     if not has_lease_facts(env):  # dhcp4-change in NetworkManager 1.42, vpn-up, ...
         network_id = network_of(state_dir, interface, connection.uuid)
-        return _by_id(engine, network_id, decision, kind) if network_id else decision
+        if network_id:
+            return _by_id(engine, network_id, decision, kind)
+        if action == "up":  # configured, and nothing to identify it by
+            looked = (interface_index(interface), connection.uuid, UNIDENTIFIED)
+            remember(state_dir, interface, looked)
+        return decision
     identity = from_event(interface, env, wireless=kind == "wireless")
     if not identity.identified:
-        remember(state_dir, interface, None)
+        remember(state_dir, interface, (interface_index(interface), connection.uuid, UNIDENTIFIED))
         return decision
-    from ..ifname import interface_index
     from .store import load_store
 
     store = load_store(engine.paths)
@@ -179,6 +197,8 @@ def follow(engine, state) -> None:
     from ..ifname import interface_index
 
     for interface, (ifindex, uuid, network_id) in sorted(read_seen(engine.paths.state).items()):
+        if network_id == UNIDENTIFIED:
+            continue
         binding = state.interfaces.get(interface)
         if binding is None or binding.status != "applied" or binding.connection_uuid != uuid:
             continue

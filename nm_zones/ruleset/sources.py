@@ -11,7 +11,7 @@ transaction with nftables), journaled and repaired like the catch-all.
 
 from __future__ import annotations
 
-from ..config.model import canonical_source, source_family
+from ..addresses import canonical_source, source_family
 from .layout import SECTION_SOURCE, SOURCE_KINDS, source_chain
 
 LABEL = "src"  # what a source zone's LOG prefixes name in place of an interface
