@@ -471,7 +471,8 @@ def test_dockerd_creates_its_zone_when_none_is_shipped(sandbox, docker, tmp_path
 def test_docker_in_legacy_tables_beside_nm_zones_is_never_repaired(sandbox, docker, tmp_path):
     """The system's iptables made the legacy variant (in the sandbox's /etc only): Docker's
     chains and its jumps in FORWARD share x_tables with nm-zones' (backend iptables). They
-    are not nm-zones' rules: no rebuild, no tampering reported, through reloads."""
+    are not nm-zones' rules: never deleted, through reloads; nm-zones keeps its jump ahead of
+    the ones that accept."""
     nm = sandbox
     for tool in ("iptables", "ip6tables"):
         nm.run(["ln", "-sfn", f"/usr/sbin/{tool}-legacy", f"/etc/alternatives/{tool}"])
@@ -491,5 +492,13 @@ def test_docker_in_legacy_tables_beside_nm_zones_is_never_repaired(sandbox, dock
         docker_works(nm, docker, link)
     status = nm.nm_zones("status", check=False)
     assert status.returncode == 0, status.stdout + status.stderr
-    assert "changed by another program" not in nm.logs()
+    # Docker inserts (-I) its `-o docker0 ... -j ACCEPT` rules at the top of FORWARD: each
+    # time, nm-zones puts its own jump back ahead of them (and says so); Docker's rules are
+    # never deleted and its chains never touched
+    forward = [line for line in nm.save().splitlines() if line.startswith("-A FORWARD ")]
+    ours = forward.index("-A FORWARD -j nmz-forward")
+    accepting = [n for n, line in enumerate(forward) if "docker0" in line]
+    assert accepting and all(n > ours for n in accepting), forward
+    assert "-A FORWARD -j DOCKER-USER" in forward
+    assert any(line.startswith("-A DOCKER -d ") for line in nm.save().splitlines())
     assert_zone_decides(nm, link)
