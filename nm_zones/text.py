@@ -54,3 +54,22 @@ def duration_text(seconds: float) -> str:
     if seconds or not parts:
         parts.append(f"{seconds}s")
     return " ".join(parts[:2])
+
+
+def split_terse(line: str) -> list[str]:
+    """Split one line of `nmcli -t` output: fields are separated by ':', with '\\:' and
+    '\\\\' escaping a colon or backslash inside a field (names may contain both)."""
+    fields, current, escaped = [], [], False
+    for char in line:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ":":
+            fields.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    fields.append("".join(current))
+    return fields

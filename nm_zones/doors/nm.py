@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..ifname import interface_index, matches_exempt
 from ..resolve import Connection, read_connection
 from ..state import State, write_atomically
+from ..text import split_terse
 
 NMCLI_TIMEOUT = 20
 
@@ -33,25 +34,6 @@ def nmcli(*args: str) -> subprocess.CompletedProcess:
         raise UsageError("nmcli is not installed (NetworkManager is needed)") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"nmcli {' '.join(args)} did not answer in {NMCLI_TIMEOUT} s") from None
-
-
-def split_terse(line: str) -> list[str]:
-    """Split one line of `nmcli -t` output: fields are separated by ':', with '\\:' and
-    '\\\\' escaping a colon or backslash inside a field (names may contain both)."""
-    fields, current, escaped = [], [], False
-    for char in line:
-        if escaped:
-            current.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == ":":
-            fields.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    fields.append("".join(current))
-    return fields
 
 
 def active_connections() -> list[ActiveConnection]:

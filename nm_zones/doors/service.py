@@ -1141,22 +1141,15 @@ async def serve(paths: Paths) -> int:
     timer = None
     try:
         await claim_name(bus)
-        await bus.call(
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "AddMatch",
-            "s",
-            (NM_RESTARTS,),
-        )
-        await bus.call(
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "AddMatch",
-            "s",
-            (NM_DEVICES,),
-        )
+        for rule in (NM_RESTARTS, NM_DEVICES):
+            await bus.call(
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "AddMatch",
+                "s",
+                (rule,),
+            )
         await asyncio.to_thread(service.start)
         watch = networks_bus.watch_identifications(service)
         if watch is None:

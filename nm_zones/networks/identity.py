@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+from ..text import split_terse
+
 FIELDS = ("gateway-mac", "dhcp-server", "domain", "ssid", "bssid")
 STORE_FILE = "networks.yaml"
 
@@ -139,7 +141,7 @@ def parse_wifi_list(text: str) -> tuple[str, str]:
     """(SSID, BSSID) of the line marked in use in `nmcli -t -f IN-USE,SSID,BSSID device wifi
     list` output (terse: ':' separates fields, '\\:' is a colon inside one)."""
     for line in text.splitlines():
-        fields = _split_terse(line)
+        fields = split_terse(line)
         if len(fields) == 3 and fields[0].strip() == "*":
             return fields[1], fields[2].lower()
     return "", ""
@@ -151,20 +153,3 @@ def from_access_point_properties(properties: dict) -> tuple[str, str]:
     raw = properties.get("Ssid", b"")
     ssid = bytes(raw).decode("utf-8", "replace") if raw else ""
     return ssid, str(properties.get("HwAddress", "")).lower()
-
-
-def _split_terse(line: str) -> list[str]:
-    fields, current, escaped = [], [], False
-    for char in line:
-        if escaped:
-            current.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == ":":
-            fields.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    fields.append("".join(current))
-    return fields
