@@ -12,6 +12,8 @@ import selectors
 import socket
 import sys
 
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # Linux's value; Python names it only on some builds
+
 
 def listening(tcp: str, udp: str, whoami: str = ""):
     """(socket, role, port) bound on every address of both families, for comma-separated
@@ -31,7 +33,27 @@ def listening(tcp: str, udp: str, whoami: str = ""):
                 sock.bind((any_address, int(port)))
                 if kind == socket.SOCK_STREAM:
                     sock.listen(128)
+                elif family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
+                else:
+                    sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
                 yield sock, role, int(port)
+
+
+def echo_from_probed_address(sock: socket.socket) -> None:
+    """Answer a datagram from the address it was sent to. A socket bound to the wildcard
+    otherwise lets routing pick the source, which differs while the probed IPv6 address is
+    still optimistic (DAD running), and the prober's connected socket drops such a reply."""
+    data, ancillary, _, peer = sock.recvmsg(2048, socket.CMSG_SPACE(64))
+    sock.sendmsg(
+        [data],
+        [(level, kind, info) for level, kind, info in ancillary if (level, kind) in PKTINFO],
+        0,
+        peer,
+    )
+
+
+PKTINFO = {(socket.IPPROTO_IPV6, socket.IPV6_PKTINFO), (socket.IPPROTO_IP, IP_PKTINFO)}
 
 
 def main() -> None:
@@ -65,8 +87,7 @@ def main() -> None:
                     selector.unregister(sock)
                     sock.close()
             else:
-                data, peer = sock.recvfrom(2048)
-                sock.sendto(data, peer)
+                echo_from_probed_address(sock)
 
 
 if __name__ == "__main__":
