@@ -156,12 +156,12 @@ class Bench:
         from nm_zones.ifname import chain_name
         from nm_zones.paths import Paths
         from nm_zones.ruleset.build import compile_interface
-        from nm_zones.ruleset.cache import KernelPlan
         from nm_zones.ruleset.layout import CHAIN_KINDS
+        from nm_zones.ruleset.plan import KernelPlan
 
         config = load(Paths(config="/nonexistent")).config
         ruleset = compile_interface(interface, config.zones["public"], config)
-        plan = KernelPlan(interface, ruleset.kernel_tables())
+        plan = KernelPlan(interface, ruleset.chains_by_table())
         nft = shutil.which("nft")
         spawn([nft, "-f", "-"], self.env, ("\n".join(table_script()) + "\n").encode())
         load_text = ("\n".join(interface_script(plan, replace=False)) + "\n").encode()

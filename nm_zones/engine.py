@@ -38,8 +38,9 @@ from .resolve import (
     decide_zone,
     read_connection,
 )
-from .ruleset.cache import FALLBACK_ZONE, CompiledConfig, ZonePlan, instantiate
+from .ruleset.cache import FALLBACK_ZONE, CompiledConfig
 from .ruleset.layout import CHAIN_KINDS, FAMILIES, TABLE_ORDER
+from .ruleset.plan import ZonePlan, instantiate
 from .state import Binding, State, StateDir
 
 REASON_COMMAND = "command line"

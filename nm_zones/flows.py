@@ -41,7 +41,7 @@ state, and covers every flow in the table. IPv6 link-local sources (fe80::/10) h
 on every link: such a flow counts as the interface's when its destination is the
 interface's own address, or a multicast group on a link that has a link-local address.
 
-Where the zone's rules are read. The new zone's compiled plan (cache.ZonePlan, the very
+Where the zone's rules are read. The new zone's compiled plan (plan.ZonePlan, the very
 rules committed) is evaluated for the flow's first packet: its nat PREROUTING rules (port
 forwarding) and the interface's input chain (to this host) or forward chain (routed through
 it). A match this module does not know is read the strict way: an ACCEPT rule with it does
@@ -67,6 +67,7 @@ only deleted; the switch says so, counts it as not ended, and exits 1.
 from __future__ import annotations
 
 from .ruleset.layout import ENDED_LABEL, FAMILIES, FORWARD_OUT, IP_PROTOCOLS
+from .ruleset.plan import chain_specs
 
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 SETTING = "end-forbidden-flows"
@@ -139,11 +140,7 @@ def routed_through(interface: str) -> bool:
 
 def chain(plan, family: str, table: str, kind: str) -> tuple:
     """The specs of one of the plan's chains (empty when the zone has no such chain)."""
-    chains, _ = plan.tables.get((family, table), ((), ()))
-    for chain_kind, specs in chains:
-        if chain_kind == kind:
-            return specs
-    return ()
+    return chain_specs(plan.chains_by_table, (family, table), kind)
 
 
 def _unconditional(spec: tuple) -> bool:

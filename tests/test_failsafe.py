@@ -52,9 +52,9 @@ def planned(
     ruleset = compile_interface(interface, config.zones[zone], config)
     if backend == "nftables":
         from nm_zones.backends.nftables.backend import Script, canonical
-        from nm_zones.ruleset.cache import KernelPlan
+        from nm_zones.ruleset.plan import KernelPlan
 
-        plan = KernelPlan(interface, ruleset.kernel_tables())
+        plan = KernelPlan(interface, ruleset.chains_by_table())
         rules = Script(plan).chain_lines()[f"nmz-if-{interface}-in"]
         return [canonical(rule) for rule in rules]
     text = ruleset.save_text(family)

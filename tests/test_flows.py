@@ -369,7 +369,7 @@ def test_the_first_packet_meets_port_forwarding_and_the_chain(shipped):
         assert translation((spec,), tcp(81)) is None
     redirect = ("REDIRECT", (("to-ports", "8080"),), None, None, "tcp", dnat[5])
     assert translation((redirect,), tcp(80)) == (None, 8080)
-    home = shipped.zone("home").tables[("ipv4", "filter")][0]
+    home = shipped.zone("home").chains_by_table[("ipv4", "filter")][0]
     chain = dict(home)["in"]
     assert accepts(chain, tcp(22)) and not accepts(chain, tcp(8080))
     mdns = tcp(5353, daddr="224.0.0.251")

@@ -13,7 +13,7 @@ from tests.harness.lab import REPO
 
 LIMITS = {
     "long-functions": 6,
-    "circles": 3,
+    "circles": 2,
     "upward-edges": 3,
     "positional-spec-uses": 25,
 }

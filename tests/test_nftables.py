@@ -161,13 +161,13 @@ import sys, time
 from nm_zones.backends.nftables.backend import NftablesBackend
 from nm_zones.ruleset.allowances import boottime, specs
 from nm_zones.ruleset.build import compile_interface
-from nm_zones.ruleset.cache import KernelPlan
+from nm_zones.ruleset.plan import KernelPlan
 from nm_zones.config.load import load
 from nm_zones.paths import Paths
 
 config = load(Paths(config="/nonexistent")).config
 interface = sys.argv[1]
-tables = compile_interface(interface, config.zones["block"], config).kernel_tables()
+chains_by_table = compile_interface(interface, config.zones["block"], config).chains_by_table()
 # 8080: an hour left on the clock no one can set, while the wall clock says it ended an hour
 # ago; 22: the other way round. Only the first may be open.
 allowed = (
@@ -175,11 +175,11 @@ allowed = (
     ("8080/tcp", int(boottime()) + 3600, int(time.time()) - 3600),
 )
 for family in ("ipv4", "ipv6"):
-    chains, dispatch = tables[(family, "filter")]
+    chains, dispatch = chains_by_table[(family, "filter")]
     extra = specs(allowed, {}, family)
     chains = tuple((c, extra + specs_ if c.endswith("-in") else specs_) for c, specs_ in chains)
-    tables[(family, "filter")] = (chains, dispatch)
-NftablesBackend().apply(KernelPlan(interface, tables))
+    chains_by_table[(family, "filter")] = (chains, dispatch)
+NftablesBackend().apply(KernelPlan(interface, chains_by_table))
 """
 
 

@@ -182,7 +182,8 @@ def test_compiled_zone_instantiated_for_an_interface_is_its_plan(tmp_path, inter
     from nm_zones.config.load import load
     from nm_zones.paths import Paths
     from nm_zones.ruleset.build import compile_interface
-    from nm_zones.ruleset.cache import CompiledConfig, build, instantiate
+    from nm_zones.ruleset.cache import CompiledConfig, build
+    from nm_zones.ruleset.plan import instantiate
     from nm_zones.ruleset.rules import Ruleset
 
     os.makedirs(tmp_path / "zones.d")
@@ -193,12 +194,12 @@ def test_compiled_zone_instantiated_for_an_interface_is_its_plan(tmp_path, inter
     for name, zone in loaded.config.zones.items():
         expected = compile_interface(interface, zone, loaded.config)
         plan = instantiate(compiled.zone(name), interface)
-        got = Ruleset.from_kernel_tables(interface, name, plan.tables)
+        got = Ruleset.from_chains_by_table(interface, name, plan.chains_by_table)
         for family in ("ipv4", "ipv6"):
             assert got.save_text(family) == expected.save_text(family), (name, family)
         assert plan.forwarding == expected.needs_forwarding
         assert sorted(plan.tables) == sorted(
-            (f, t) for f, tables in expected.tables.items() for t in tables
+            (f, t) for f, table_plans in expected.table_plans.items() for t in table_plans
         )
 
 

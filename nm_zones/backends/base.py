@@ -1,7 +1,7 @@
 """The Backend interface: what the engine asks of whatever holds the rules in the kernel.
 
 Everything above it (config, resolution, compile, the engine's journal and state, the doors)
-is backend-neutral: it hands a backend cache.KernelPlan values (one interface's chains and
+is backend-neutral: it hands a backend plan.KernelPlan values (one interface's chains and
 dispatch rules, or the catch-all's for interface None) and keeps, per *view key*, the view the
 backend recorded after its own last commit. A view key names one unit the backend commits
 atomically and can read back cheaply: (family, table) for iptables, ("inet", "nm-zones") for

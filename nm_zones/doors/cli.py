@@ -279,19 +279,19 @@ def cmd_plan(args) -> int:
     ruleset = plan_with_sources(ruleset, zone, config)
     if _plan_backend(config.settings.backend) == "nftables":
         from ..backends.nftables.backend import plan_script
-        from ..ruleset.cache import KernelPlan
+        from ..ruleset.plan import KernelPlan
 
-        plan = KernelPlan(args.interface, ruleset.kernel_tables(), ruleset.needs_forwarding)
+        plan = KernelPlan(args.interface, ruleset.chains_by_table(), ruleset.needs_forwarding)
         sys.stdout.write("# nftables\n" + plan_script(plan))
         return EXIT_OK
     if zone.applications:
         from ..backends.iptables.backend import without_applications
         from ..ruleset.applications import APPS_NO_EFFECT
-        from ..ruleset.cache import KernelPlan
+        from ..ruleset.plan import KernelPlan
         from ..ruleset.rules import Ruleset
 
-        tables = without_applications(KernelPlan(args.interface, ruleset.kernel_tables())).tables
-        ruleset = Ruleset.from_kernel_tables(args.interface, zone.name, tables)
+        plan = without_applications(KernelPlan(args.interface, ruleset.chains_by_table()))
+        ruleset = Ruleset.from_chains_by_table(args.interface, zone.name, plan.chains_by_table)
         print(f"nm-zones: zone {zone.name}: {APPS_NO_EFFECT}", file=sys.stderr)
     sys.stdout.write("# IPv4\n" + ruleset.save_text("ipv4"))
     sys.stdout.write("# IPv6\n" + ruleset.save_text("ipv6"))

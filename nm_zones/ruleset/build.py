@@ -27,6 +27,7 @@ from .layout import (
     log_prefix,
     uses_goto,
 )
+from .plan import before_tail
 from .rules import DispatchRule, Match, Rule, Ruleset, TablePlan
 
 ICMP_PROTOCOL = {"ipv4": "icmp", "ipv6": "ipv6-icmp"}
@@ -231,7 +232,7 @@ def _helper_rules(zone: Zone, config: Config, family: str) -> tuple[Rule, ...]:
 def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
     """The Ruleset that binds `interface` to `zone`, both families."""
     chains = {kind: chain_name(interface, kind) for kind in CHAIN_KINDS}
-    tables: dict[str, dict[str, TablePlan]] = {}
+    table_plans: dict[str, dict[str, TablePlan]] = {}
     for family in FAMILIES:
         filter_chains = [
             (chains["in"], input_rules(zone, config, family, interface)),
@@ -247,7 +248,7 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
             dispatch.append(
                 DispatchRule(FORWARD_OUT, Rule(chains["fout"], out_interface=interface))
             )
-        family_tables = {"filter": TablePlan(tuple(filter_chains), tuple(dispatch))}
+        family_plans = {"filter": TablePlan(tuple(filter_chains), tuple(dispatch))}
         prerouting = _nat_prerouting(zone, family)
         if prerouting or masquerade:
             nat_chains, nat_dispatch = [], []
@@ -261,28 +262,26 @@ def compile_interface(interface: str, zone: Zone, config: Config) -> Ruleset:
                 nat_dispatch.append(
                     DispatchRule("nmz-post", Rule(chains["post"], out_interface=interface))
                 )
-            family_tables["nat"] = TablePlan(tuple(nat_chains), tuple(nat_dispatch))
+            family_plans["nat"] = TablePlan(tuple(nat_chains), tuple(nat_dispatch))
         helpers = _helper_rules(zone, config, family)
         if helpers:
-            family_tables["raw"] = TablePlan(
+            family_plans["raw"] = TablePlan(
                 ((chains["raw"], helpers),),
                 (DispatchRule("nmz-raw", Rule(chains["raw"], in_interface=interface)),),
             )
-        tables[family] = family_tables
-    return Ruleset(interface, zone.name, tables, _forwarding(zone))
+        table_plans[family] = family_plans
+    return Ruleset(interface, zone.name, table_plans, _forwarding(zone))
 
 
 def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
     """The ruleset with runtime allowances' rules (family -> specs, allowances.specs) in its
-    input chain, where cache.instantiate puts them: before the zone's tail."""
-    from .cache import before_tail
-
+    input chain, where plan.instantiate puts them: before the zone's tail."""
     chain = chain_name(ruleset.interface, "in")
-    tables = {}
-    for family, family_tables in ruleset.tables.items():
-        tables[family] = dict(family_tables)
+    table_plans = {}
+    for family, family_plans in ruleset.table_plans.items():
+        table_plans[family] = dict(family_plans)
         added = tuple(Rule.from_spec(spec) for spec in extra.get(family, ()))
-        plan = family_tables.get("filter")
+        plan = family_plans.get("filter")
         if plan and added:
             chains = tuple(
                 (name, before_tail(rules, added, lambda rule: rule.target))
@@ -290,8 +289,8 @@ def with_allowances(ruleset: Ruleset, extra: dict[str, tuple]) -> Ruleset:
                 else (name, rules)
                 for name, rules in plan.chains
             )
-            tables[family]["filter"] = TablePlan(chains, plan.dispatch)
-    return Ruleset(ruleset.interface, ruleset.zone, tables, ruleset.needs_forwarding)
+            table_plans[family]["filter"] = TablePlan(chains, plan.dispatch)
+    return Ruleset(ruleset.interface, ruleset.zone, table_plans, ruleset.needs_forwarding)
 
 
 def _forwarding(zone: Zone) -> tuple[str, ...]:
@@ -316,7 +315,7 @@ def compile_catchall(zone: Zone, config: Config) -> Ruleset:
     Only the filter table: it is what keeps a new interface closed before its first event.
     """
     exempt = config.connections_map.exempt_interfaces
-    tables = {}
+    table_plans = {}
     for family in FAMILIES:
         dispatch = []
         for chain, kind in (("nmz-input", "in"), ("nmz-forward", "fwd")):
@@ -332,5 +331,5 @@ def compile_catchall(zone: Zone, config: Config) -> Ruleset:
             (CATCHALL_CHAINS["in"], input_rules(zone, config, family, "*")),
             (CATCHALL_CHAINS["fwd"], forward_rules(zone, family, "*")),
         )
-        tables[family] = {"filter": TablePlan(chains, tuple(dispatch))}
-    return Ruleset(None, zone.name, tables)
+        table_plans[family] = {"filter": TablePlan(chains, tuple(dispatch))}
+    return Ruleset(None, zone.name, table_plans)

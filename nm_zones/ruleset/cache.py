@@ -3,8 +3,8 @@
 An event has tens of milliseconds. Reading the YAML, building the model's dataclasses and
 compiling cost more than that, so the validated config is reduced once to plain values and
 kept in the state directory (marshal): the connections map, the settings (nm-zones.yaml), and
-for every zone its rules (rules.Rule.spec) with the chain kinds where an interface's chain
-names go. The file is rebuilt whenever any config file or folder changes identity
+for every zone its plan (plan.ZonePlan: its rules as specs, with the chain kinds where an
+interface's chain names go). The file is rebuilt whenever any config file or folder changes identity
 (paths.config_fingerprint), and read only when this user wrote it and nobody else can change
 it (files.read_trusted).
 
@@ -19,90 +19,16 @@ import marshal
 import os
 
 from ..files import read_trusted
-from ..ifname import chain_name
 from ..paths import Paths, config_fingerprint
-from .layout import CHAIN_KINDS, log_prefix
+from .layout import CHAIN_KINDS
+from .plan import NO_TABLE, KernelPlan, ZonePlan, for_interface, template
 
 CACHE_FILE = "compiled"
 # 2: forwarding names families; 3: and the settings; 4: services' rules; 5: user-profile-zones;
-# 6: the zone files' sources
-CACHE_VERSION = 6
+# 6: the zone files' sources; 7: plan.py's names (chains_by_table)
+CACHE_VERSION = 7
 STAND_IN = "nmz-stand-in"  # the interface a zone is compiled for once, to make its template
 FALLBACK_ZONE = "block"
-
-
-class ZonePlan:
-    """One zone, ready to be instantiated for any interface."""
-
-    __slots__ = ("digest", "fallback", "forwarding", "name", "problem", "tables")
-
-    def __init__(self, data: dict):
-        self.name: str = data["name"]  # what is applied: the zone, or what stands in for it
-        self.digest: str = data["digest"]  # fingerprint of the rules, for an interface-free name
-        self.problem: str = data["problem"]  # why the configured zone cannot be used
-        self.fallback: str = data["fallback"]  # what stands in for it
-        self.forwarding: tuple[str, ...] = data["forwarding"]  # families to forward
-        # (family, table) -> (((kind, (spec, ...)), ...), ((dispatch chain, section,
-        # direction, kind), ...))
-        self.tables: dict = data["tables"]
-
-    @property
-    def degraded(self) -> str:
-        return f"{self.problem}; {self.fallback}" if self.problem else ""
-
-
-class KernelPlan:
-    """The chains and dispatch rules of one interface (None: the catch-all), plain data for
-    backends/iptables/kernel.py; see rules.Ruleset.kernel_tables for the shape of `tables`."""
-
-    __slots__ = ("forwarding", "interface", "tables")
-
-    def __init__(self, interface: str | None, tables: dict, forwarding: tuple[str, ...] = ()):
-        self.interface, self.tables, self.forwarding = interface, tables, forwarding
-
-
-def instantiate(zone: ZonePlan, interface: str, allowed: dict | None = None) -> KernelPlan:
-    """The zone's rules for `interface`: its chain names, and its name in log prefixes;
-    `allowed` (family -> rule specs: runtime allowances, ruleset/allowances.py) go into its input
-    chain just before the zone's tail."""
-    tables = {}
-    for key, (chains, dispatch) in zone.tables.items():
-        extra = allowed.get(key[0]) if allowed and key[1] == "filter" else None
-        tables[key] = (
-            tuple(
-                (
-                    chain_name(interface, kind),
-                    tuple(
-                        _for_interface(spec, zone.name, interface)
-                        for spec in (before_tail(specs, extra) if extra and kind == "in" else specs)
-                    ),
-                )
-                for kind, specs in chains
-            ),
-            tuple(
-                (chain, section, direction, interface, chain_name(interface, kind))
-                for chain, section, direction, kind in dispatch
-            ),
-        )
-    return KernelPlan(interface, tables, zone.forwarding)
-
-
-def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[0]) -> tuple:
-    """`extra` inserted before an input chain's tail: its verdict, and the LOG rule before
-    it when the zone logs what it refuses (build._tail). `target` names a rule's target
-    (rules are specs here, rules.Rule values in build.with_allowances)."""
-    tail = 2 if len(rules) >= 2 and target(rules[-2]) == "LOG" else 1
-    return rules[:-tail] + tuple(extra) + rules[-tail:]
-
-
-def _for_interface(spec: tuple, zone: str, interface: str) -> tuple:
-    if spec[0] != "LOG":
-        return spec
-    options = tuple(
-        (option, log_prefix(zone, interface) if option == "log-prefix" else value)
-        for option, value in spec[1]
-    )
-    return (spec[0], options, *spec[2:])
 
 
 class CompiledConfig:
@@ -118,7 +44,8 @@ class CompiledConfig:
         self.map_broken: str = data["map_broken"]
         self.problems: tuple[str, ...] = data["problems"]
         self.zones = {name: ZonePlan(zone) for name, zone in data["zones"].items()}
-        self.catchall: dict = data["catchall"]  # zone, digest, degraded, tables; or error
+        # zone, digest, degraded, chains_by_table (plan.ChainsByTable), sources; or error
+        self.catchall: dict = data["catchall"]
         self.settings: dict = data["settings"]  # nm-zones.yaml by its keys (model.Settings)
         # service -> family -> its input rules' specs, for runtime allowances (allowances.py)
         self.services: dict[str, dict[str, tuple]] = data["services"]
@@ -158,7 +85,8 @@ class CompiledConfig:
         from .sources import with_sources
 
         bindings = self.source_bindings(runtime)
-        return KernelPlan(None, with_sources(self.catchall["tables"], bindings, self._zone_chains))
+        catchall = self.catchall["chains_by_table"]
+        return KernelPlan(None, with_sources(catchall, bindings, self._zone_chains))
 
     def _zone_chains(self, zone: str, family: str) -> dict[str, tuple]:
         """A zone's input and forward rules for its sources (a zone gone since a source
@@ -166,9 +94,9 @@ class CompiledConfig:
         from .sources import LABEL
 
         plan = self.zones.get(zone) or self.zones[FALLBACK_ZONE]
-        chains = plan.tables.get((family, "filter"), ((), ()))[0]
+        chains = plan.chains_by_table.get((family, "filter"), NO_TABLE)[0]
         return {
-            kind: tuple(_for_interface(spec, plan.name, LABEL) for spec in specs)
+            kind: tuple(for_interface(spec, plan.name, LABEL) for spec in specs)
             for kind, specs in chains
             if kind in ("in", "fwd")
         }
@@ -178,9 +106,9 @@ class CompiledConfig:
         template has it: instantiated, it names its interface)."""
         found = set()
         for zone in self.zones.values():
-            for (family, _), (chains, _) in zone.tables.items():
+            for (family, _), (chains, _) in zone.chains_by_table.items():
                 found |= {(family, spec) for _, specs in chains for spec in specs}
-        for (family, _), (chains, _) in self.catchall.get("tables", {}).items():
+        for (family, _), (chains, _) in self.catchall.get("chains_by_table", {}).items():
             found |= {(family, spec) for _, specs in chains for spec in specs}
         return found
 
@@ -192,6 +120,7 @@ COMPILER_MODULES = (
     "ruleset/build.py",
     "ruleset/cache.py",
     "ruleset/layout.py",
+    "ruleset/plan.py",
     "ruleset/rules.py",
 )
 
@@ -272,7 +201,7 @@ def build(loaded, paths: Paths) -> dict:
             "problem": problem,
             "fallback": fallback,
             "forwarding": ruleset.needs_forwarding,
-            "tables": _template(ruleset),
+            "chains_by_table": template(ruleset.chains_by_table(), STAND_IN, CHAIN_KINDS),
         }
     cmap = config.connections_map
     found = usable(cmap.default_zone) or usable(FALLBACK_ZONE)
@@ -285,7 +214,7 @@ def build(loaded, paths: Paths) -> dict:
             "zone": zone.name,
             "digest": ruleset.digest(),
             "degraded": f"{problem}; {fallback}" if problem else "",
-            "tables": ruleset.kernel_tables(),
+            "chains_by_table": ruleset.chains_by_table(),
             "sources": {
                 **{s: z for z, found in loaded.broken_sources.items() for s in found},
                 **source_bindings(config),
@@ -305,17 +234,3 @@ def build(loaded, paths: Paths) -> dict:
         "services": {name: service_specs(s) for name, s in config.services.items()},
     }
 
-
-def _template(ruleset) -> dict:
-    """The stand-in's tables with chain kinds in place of its chain names."""
-    kinds = {chain_name(STAND_IN, kind): kind for kind in CHAIN_KINDS}
-    template = {}
-    for key, (chains, dispatch) in ruleset.kernel_tables().items():
-        template[key] = (
-            tuple((kinds[chain], specs) for chain, specs in chains),
-            tuple(
-                (chain, section, direction, kinds[target])
-                for chain, section, direction, _, target in dispatch
-            ),
-        )
-    return template

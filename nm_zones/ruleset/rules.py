@@ -1,8 +1,8 @@
 """The Ruleset: the exact chains and rules for one interface, as plain immutable data.
 
 One Rule value renders two ways: to iptables-save text (for `plan`, golden tests and the
-status check) and, as a plain `spec`, to a kernel entry built by python-iptables
-(backends/iptables/entries.py).
+status check) and, as a plain `spec` (ruleset/plan.py), to a kernel entry built by
+python-iptables (backends/iptables/entries.py) or to nft's words (backends/nftables).
 The text is the canonical form iptables-legacy-save prints, so what `plan` shows is what the
 kernel will report back.
 """
@@ -12,6 +12,17 @@ from __future__ import annotations
 from ..digest import fingerprint
 from ..lazy import import_deferring
 from .layout import EGRESS_CHAINS, HOOKS, SECTION_IFACE, TABLE_ORDER, uses_goto
+from .plan import (
+    DESTINATION,
+    MATCHES,
+    PROTOCOL,
+    SOURCE,
+    TARGET,
+    TARGET_OPTIONS,
+    ChainsByTable,
+    Spec,
+    make_spec,
+)
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
 # class here has one (lazy.py)
@@ -42,25 +53,23 @@ class Rule:
     goto: bool = False  # -g: the target's verdict, or its end, ends the calling chain too
 
     @classmethod
-    def from_spec(cls, spec: tuple, direction: str = "in", interface: str | None = None) -> Rule:
-        target, target_options, source, destination, protocol, matches = spec
+    def from_spec(cls, spec: Spec, direction: str = "in", interface: str | None = None) -> Rule:
         return cls(
-            target,
-            target_options,
-            source,
-            destination,
+            spec[TARGET],
+            spec[TARGET_OPTIONS],
+            spec[SOURCE],
+            spec[DESTINATION],
             interface if direction == "in" else None,
             interface if direction == "out" else None,
-            protocol,
-            tuple(Match(name, options) for name, options in matches),
+            spec[PROTOCOL],
+            tuple(Match(name, options) for name, options in spec[MATCHES]),
         )
 
-    def spec(self) -> tuple:
+    def spec(self) -> Spec:
         """The rule as plain tuples (marshal-able, hashable), without its interfaces: the
-        form kept in the compiled cache and turned into a kernel entry by
-        backends/iptables/entries.py."""
+        form kept in the compiled cache and committed by the backends (plan.Spec)."""
         matches = tuple((match.name, match.options) for match in self.matches)
-        return (
+        return make_spec(
             self.target,
             self.target_options,
             self.source,
@@ -122,14 +131,14 @@ class Ruleset:
 
     interface: str | None
     zone: str
-    tables: dict[str, dict[str, TablePlan]] = field(default_factory=dict)  # family -> table
+    table_plans: dict[str, dict[str, TablePlan]] = field(default_factory=dict)  # family -> table
     needs_forwarding: tuple[str, ...] = ()  # families whose forwarding the zone switches on
 
     def save_text(self, family: str) -> str:
         """iptables-save text of this ruleset, loadable with `-restore --noflush`."""
         lines = []
         for table in TABLE_ORDER:
-            plan = self.tables.get(family, {}).get(table)
+            plan = self.table_plans.get(family, {}).get(table)
             if plan is None:
                 continue
             lines.append(f"*{table}")
@@ -149,14 +158,11 @@ class Ruleset:
             lines.append("COMMIT")
         return "\n".join(lines) + "\n"
 
-    def kernel_tables(self) -> dict:
-        """The ruleset as plain data for backends/iptables/kernel.py: (family, table) ->
-        (chains, dispatch), chains as ((name, (spec, ...)), ...), dispatch rules as
-        (dispatch chain, section, "in" or "out", interface or None, target); a source's rule
-        as (dispatch chain, section, "src", address, target)."""
+    def chains_by_table(self) -> ChainsByTable:
+        """The ruleset as plain data for the backends (plan.ChainsByTable)."""
         result = {}
-        for family, tables in self.tables.items():
-            for table, plan in tables.items():
+        for family, table_plans in self.table_plans.items():
+            for table, plan in table_plans.items():
                 chains = tuple(
                     (chain, tuple(rule.spec() for rule in rules)) for chain, rules in plan.chains
                 )
@@ -167,10 +173,12 @@ class Ruleset:
         return result
 
     @classmethod
-    def from_kernel_tables(cls, interface: str | None, zone: str, tables: dict) -> Ruleset:
-        """The inverse of kernel_tables: what `status` compares with the kernel."""
+    def from_chains_by_table(
+        cls, interface: str | None, zone: str, chains_by_table: ChainsByTable
+    ) -> Ruleset:
+        """The inverse of chains_by_table: what `status` compares with the kernel."""
         result: dict[str, dict[str, TablePlan]] = {}
-        for (family, table), (chains, dispatch) in tables.items():
+        for (family, table), (chains, dispatch) in chains_by_table.items():
             result.setdefault(family, {})[table] = TablePlan(
                 tuple((chain, tuple(Rule.from_spec(s) for s in specs)) for chain, specs in chains),
                 tuple(
@@ -188,7 +196,7 @@ class Ruleset:
 
 
 def _way(rule: Rule) -> tuple[str, str | None]:
-    """How a dispatch rule matches, for kernel_tables: ("src", address) for a source's rule,
+    """How a dispatch rule matches, for chains_by_table: ("src", address) for a source's rule,
     else by its interface (Rule.interface)."""
     return ("src", rule.source) if rule.source else rule.interface()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..addresses import canonical_source, source_family
 from .layout import SECTION_SOURCE, SOURCE_KINDS, source_chain
+from .plan import ChainsByTable
 
 LABEL = "src"  # what a source zone's LOG prefixes name in place of an interface
 
@@ -42,15 +43,17 @@ def _order(source: str) -> tuple:
     return (-int(source.rsplit("/", 1)[1]), source)
 
 
-def with_sources(tables: dict, bindings: dict[str, str], zone_chains) -> dict:
-    """The catch-all's kernel tables (rules.Ruleset.kernel_tables) with the source zones'
-    chains and dispatch rules added; `zone_chains(zone, family)` gives a zone's
-    {"in": specs, "fwd": specs} for that family."""
+def with_sources(
+    chains_by_table: ChainsByTable, bindings: dict[str, str], zone_chains
+) -> ChainsByTable:
+    """The catch-all's plan (plan.ChainsByTable) with the source zones' chains and dispatch
+    rules added; `zone_chains(zone, family)` gives a zone's {"in": specs, "fwd": specs} for
+    that family."""
     if not bindings:
-        return tables
+        return chains_by_table
     addresses = by_address(bindings)
-    result = dict(tables)
-    for (family, table), (chains, dispatch) in tables.items():
+    result = dict(chains_by_table)
+    for (family, table), (chains, dispatch) in chains_by_table.items():
         if table != "filter":
             continue
         mine = sorted((s for s in addresses if source_family(s) == family), key=_order)
@@ -84,6 +87,6 @@ def plan_with_sources(ruleset, zone, config):
         return {kind: tuple(rule.spec() for rule in chain) for kind, chain in rules.items()}
 
     bindings = {source: zone.name for source in zone.sources}
-    tables = with_sources(ruleset.kernel_tables(), bindings, zone_chains)
-    result = Ruleset.from_kernel_tables(ruleset.interface, ruleset.zone, tables)
-    return Ruleset(result.interface, result.zone, result.tables, ruleset.needs_forwarding)
+    chains_by_table = with_sources(ruleset.chains_by_table(), bindings, zone_chains)
+    result = Ruleset.from_chains_by_table(ruleset.interface, ruleset.zone, chains_by_table)
+    return Ruleset(result.interface, result.zone, result.table_plans, ruleset.needs_forwarding)

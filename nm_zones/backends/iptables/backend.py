@@ -5,6 +5,7 @@ per (family, table)."""
 from __future__ import annotations
 
 from ...ruleset.layout import FAMILIES, PANIC_TABLE, TABLE_ORDER
+from ...ruleset.plan import TARGET, KernelPlan, uses_match
 
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
@@ -64,7 +65,7 @@ class IptablesBackend:
         from .verify import kernel_holds
 
         plan = without_applications(plan)
-        return kernel_holds(Ruleset.from_kernel_tables(plan.interface, "", plan.tables))
+        return kernel_holds(Ruleset.from_chains_by_table(plan.interface, "", plan.chains_by_table))
 
     def forget_deadlines(self, deadlines) -> None:
         """Nothing kept: a timed rule is the whole of an allowance here."""
@@ -75,7 +76,7 @@ class IptablesBackend:
         entries = self.netfilter.entries
         if entries.added:
             specs = compiled.specs()
-            entries.save(lambda family, spec: (family, spec) in specs or spec[0] == "LOG")
+            entries.save(lambda family, spec: (family, spec) in specs or spec[TARGET] == "LOG")
 
 
 def legacy_available() -> bool:
@@ -99,23 +100,20 @@ def without_applications(plan):
     iptables cannot look up a received packet's socket, so a zone's `applications` open
     nothing here (the config's loader warns), and `allow --app` is refused before."""
     if not any(
-        name == "cgroupv2"
-        for chains, _ in plan.tables.values()
+        uses_match(spec, "cgroupv2")
+        for chains, _ in plan.chains_by_table.values()
         for _, specs in chains
         for spec in specs
-        for name, _ in spec[5]
     ):
         return plan
-    from ...ruleset.cache import KernelPlan
-
-    tables = {
+    chains_by_table = {
         key: (
             tuple(
-                (chain, tuple(s for s in specs if all(n != "cgroupv2" for n, _ in s[5])))
+                (chain, tuple(s for s in specs if not uses_match(s, "cgroupv2")))
                 for chain, specs in chains
             ),
             dispatch,
         )
-        for key, (chains, dispatch) in plan.tables.items()
+        for key, (chains, dispatch) in plan.chains_by_table.items()
     }
-    return KernelPlan(plan.interface, tables, plan.forwarding)
+    return KernelPlan(plan.interface, chains_by_table, plan.forwarding)

@@ -9,7 +9,7 @@ admin's rules, policies) is written back exactly as it was read, counters includ
 Order of commits: raw, nat, then filter when applying, so that the filter table, which decides,
 changes last; filter first when removing, so the catch-all takes over before NAT goes away.
 
-It works on plain plans (cache.KernelPlan: chain names, rule specs, dispatch rules) and
+It works on plain plans (plan.KernelPlan: chain names, rule specs, dispatch rules) and
 commits each rule as the entry python-iptables built for it (entries.py), through
 python-iptables' Table: append_entry, insert_entry, delete_entry, commit.
 """
@@ -89,7 +89,7 @@ def owned_chains(interface: str | None) -> frozenset[str]:
 class Netfilter:
     """python-iptables, one table of one family at a time.
 
-    Plans (cache.KernelPlan) hold rules as specs; `state_dir` is where their entries are
+    Plans (plan.KernelPlan) hold rules as specs; `state_dir` is where their entries are
     kept between runs (entries.py), None to build every entry afresh.
     """
 
@@ -294,12 +294,12 @@ class Netfilter:
                 pass
 
     def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
-        """Put a cache.KernelPlan in place; tables the interface used before but no
+        """Put a plan.KernelPlan in place; tables the interface used before but no
         longer needs are cleaned (all tables are checked when `previous_tables` is unknown)."""
         owned = owned_chains(plan.interface)
         for family in FAMILIES:
             for name in TABLE_ORDER:
-                table_plan = plan.tables.get((family, name))
+                table_plan = plan.chains_by_table.get((family, name))
                 if table_plan is None:
                     if previous_tables is not None and (family, name) not in previous_tables:
                         continue
@@ -389,14 +389,14 @@ class Netfilter:
         less strict than either."""
         for plan in plans:
             self.faults.check(owned_chains(plan.interface))
-            table_plan = plan.tables.get((family, name))
+            table_plan = plan.chains_by_table.get((family, name))
             if table_plan:
                 self.entries.ensure(family, [s for _, specs in table_plan[0] for s in specs])
 
         def edit(table) -> bool:
             self._remove_ours(table, name)
             for plan in plans:
-                table_plan = plan.tables.get((family, name))
+                table_plan = plan.chains_by_table.get((family, name))
                 if table_plan:
                     self._edit(table, family, name, owned_chains(plan.interface), table_plan)
             if panic and name == PANIC_TABLE:

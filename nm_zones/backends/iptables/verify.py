@@ -36,8 +36,8 @@ def saved_rules(family: str, table: str) -> dict[str, list[str]] | None:
 
 def kernel_holds(ruleset: Ruleset) -> bool | None:
     """True when every chain, dispatch rule and hook of the ruleset is in the kernel."""
-    for family, tables in ruleset.tables.items():
-        for table, plan in tables.items():
+    for family, table_plans in ruleset.table_plans.items():
+        for table, plan in table_plans.items():
             chains = saved_rules(family, table)
             if chains is None:
                 return None

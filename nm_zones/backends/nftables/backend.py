@@ -47,6 +47,7 @@ from ...ruleset.layout import (
     TABLE_ORDER,
     is_source_chain,
 )
+from ...ruleset.plan import NO_TABLE
 from .libnft import FAMILY, TABLE, Nft, NftError, list_table
 
 KEY = (FAMILY, TABLE)  # the one view this backend records
@@ -268,7 +269,7 @@ class Script:
         self.deadlines: set[int] = set()  # of timed allowances (ruleset/allowances.py)
         for family in FAMILIES:
             for table in TABLE_ORDER:
-                chains, dispatch = plan.tables.get((family, table), ((), ()))
+                chains, dispatch = plan.chains_by_table.get((family, table), NO_TABLE)
                 for chain, specs in chains:
                     self.chains.setdefault(chain, {})[family] = specs
                     for spec in specs:
