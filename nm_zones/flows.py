@@ -67,7 +67,17 @@ only deleted; the switch says so, counts it as not ended, and exits 1.
 from __future__ import annotations
 
 from .ruleset.layout import ENDED_LABEL, FAMILIES, FORWARD_OUT, IP_PROTOCOLS
-from .ruleset.plan import chain_specs
+from .ruleset.plan import (
+    DESTINATION,
+    MATCHES,
+    PROTOCOL,
+    SOURCE,
+    TARGET,
+    TARGET_OPTIONS,
+    Spec,
+    chain_specs,
+    conditions,
+)
 
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 SETTING = "end-forbidden-flows"
@@ -143,9 +153,13 @@ def chain(plan, family: str, table: str, kind: str) -> tuple:
     return chain_specs(plan.chains_by_table, (family, table), kind)
 
 
-def _unconditional(spec: tuple) -> bool:
-    _, _, source, destination, protocol, matches = spec
-    return source is None and destination is None and protocol is None and not matches
+def _unconditional(spec: Spec) -> bool:
+    return (
+        spec[SOURCE] is None
+        and spec[DESTINATION] is None
+        and spec[PROTOCOL] is None
+        and not spec[MATCHES]
+    )
 
 
 def _summary(specs: tuple) -> tuple[set, set, bool]:
@@ -153,20 +167,21 @@ def _summary(specs: tuple) -> tuple[set, set, bool]:
     A chain that ends without a verdict returns to the catch-all: counted as refusing."""
     accepts, refusals = set(), set()
     for spec in specs:
-        if spec[0] not in TERMINAL:
+        if spec[TARGET] not in TERMINAL:
             continue
         if _unconditional(spec):
-            return accepts, refusals, spec[0] == "ACCEPT"
-        (accepts if spec[0] == "ACCEPT" else refusals).add(spec[2:])
+            return accepts, refusals, spec[TARGET] == "ACCEPT"
+        (accepts if spec[TARGET] == "ACCEPT" else refusals).add(conditions(spec))
     return accepts, refusals, False
 
 
-def _covers(general: tuple, special: tuple) -> bool:
+def _covers(general: Spec, special: Spec) -> bool:
     """True when every packet the conditions `special` match, `general` matches too: the
     same or no addresses and protocol, and fewer (or the same) matches."""
-    return all(g is None or g == s for g, s in zip(general[:3], special[:3], strict=True)) and (
-        set(general[3]) <= set(special[3])
-    )
+    return all(
+        general[field] is None or general[field] == special[field]
+        for field in (SOURCE, DESTINATION, PROTOCOL)
+    ) and set(general[MATCHES]) <= set(special[MATCHES])
 
 
 def _laxer_or_equal(old: tuple, new: tuple) -> bool:
@@ -189,7 +204,10 @@ def _forwards_kept(old: tuple, new: tuple) -> bool:
     for spec in old:
         if spec not in new:
             return False
-        if any(s[4:] == spec[4:] for s in new[: new.index(spec)]):
+        if any(
+            other[PROTOCOL] == spec[PROTOCOL] and other[MATCHES] == spec[MATCHES]
+            for other in new[: new.index(spec)]
+        ):
             return False
     return True
 
@@ -242,9 +260,10 @@ def _port_in(port, value: str) -> bool | None:
         return None
 
 
-def _matches(spec: tuple, packet: Packet) -> bool | None:
+def _matches(spec: Spec, packet: Packet) -> bool | None:
     """Whether the rule matches the packet; None when this module cannot tell."""
-    _, _, source, destination, protocol, matches = spec
+    source, destination = spec[SOURCE], spec[DESTINATION]
+    protocol, matches = spec[PROTOCOL], spec[MATCHES]
     if protocol is not None:
         number = IP_PROTOCOLS.get(protocol)
         if number is None:
@@ -284,7 +303,7 @@ def accepts(specs: tuple, packet: Packet) -> bool:
     refuse it), and the jump to nmz-forward-out accepts what an egress zone masquerades
     (a flow conntrack has source-NATed)."""
     for spec in specs:
-        target = spec[0]
+        target = spec[TARGET]
         if target == FORWARD_OUT:
             if "SNAT" in packet.states and _matches(spec, packet):
                 return True
@@ -303,7 +322,7 @@ def translation(specs: tuple, packet: Packet) -> tuple | None:
     """Where the zone's port forwarding sends the packet: (address or None for this host,
     port or None for unchanged), or None when no forwarding matches."""
     for spec in specs:
-        target, options = spec[0], dict(spec[1])
+        target, options = spec[TARGET], dict(spec[TARGET_OPTIONS])
         if target not in ("DNAT", "REDIRECT") or _matches(spec, packet) is False:
             continue
         if target == "REDIRECT":

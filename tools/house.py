@@ -9,6 +9,10 @@ Stages, lowest first: plain helpers, config, ruleset, backends, the engine in th
 and the doors (and the desktop) on top. An import may point to its own stage or a lower
 one; one that points higher is an "upward edge". Function-local imports count as edges too:
 they hide circles, they do not remove them.
+
+A rule spec (nm_zones/ruleset/plan.py) is read by its index names; a "positional use" is a name
+with `spec` in it indexed or sliced by a number, or unpacked into a tuple (also in a `for` or a
+comprehension), anywhere but in plan.py itself.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "nm_zones"
 LONG_FUNCTION = 60  # lines, body and signature
+SPEC_MODULE = f"{PACKAGE}.ruleset.plan"  # the one module that reads a rule spec by position
 STAGES = (
     ("helpers", ("addresses", "digest", "errors", "files", "ifname", "lazy", "locks", "log",
                  "paths", "text")),
@@ -100,14 +105,21 @@ class _Reader(ast.NodeVisitor):
         for target in resolve(self.module.name, self.is_package, node):
             self.module.imports.append((target, self.depth == 0))
 
+    def _positional(self, line: int) -> None:
+        if self.module.name != SPEC_MODULE:
+            self.module.positional_specs.append(line)
+
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if (
-            isinstance(node.value, ast.Name)
-            and "spec" in node.value.id
-            and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, int)
-        ):
-            self.module.positional_specs.append(node.lineno)
+        index = node.slice
+        if isinstance(index, ast.Slice):  # spec[2:], spec[:3]: numbers only, or nothing
+            bounds = (index.lower, index.upper, index.step)
+            by_number = any(b is not None for b in bounds) and all(
+                b is None or _is_number(b) for b in bounds
+            )
+        else:
+            by_number = _is_number(index)
+        if isinstance(node.value, ast.Name) and "spec" in node.value.id and by_number:
+            self._positional(node.lineno)
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -117,14 +129,37 @@ class _Reader(ast.NodeVisitor):
             and "spec" in value.id
             and any(isinstance(target, ast.Tuple) for target in node.targets)
         ):
-            self.module.positional_specs.append(node.lineno)
+            self._positional(node.lineno)
         self.generic_visit(node)
 
-    def visit_For(self, node: ast.For) -> None:
+    def _unpacking_loop(self, node: ast.For | ast.comprehension, line: int) -> None:
         target, source = node.target, node.iter
         if isinstance(target, ast.Tuple) and isinstance(source, ast.Name) and "spec" in source.id:
-            self.module.positional_specs.append(node.lineno)
+            self._positional(line)
+
+    def visit_For(self, node: ast.For) -> None:
+        self._unpacking_loop(node, node.lineno)
         self.generic_visit(node)
+
+    def _comprehension(self, node) -> None:
+        for generator in node.generators:
+            self._unpacking_loop(generator, node.lineno)
+        self.generic_visit(node)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # spec[-1]
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int)
+
+
+def positional_spec_uses(source: str, module: str = "snippet") -> list[int]:
+    """The lines of `source` (as module `module`) that use a rule spec by position."""
+    found = Module(module, "<source>", source.count("\n"))
+    _Reader(found, False).visit(ast.parse(source))
+    return found.positional_specs
 
 
 def read_package() -> dict[str, Module]:

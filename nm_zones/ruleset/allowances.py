@@ -16,13 +16,16 @@ granted) as a belt. Either way the rule itself leaves the kernel at the deadline
 by whichever nm-zones process runs then: the D-Bus service's timer, an event, any command
 (engine.expire_allowances).
 
-This module is on the event path: plain tuples, no imports beyond `math` and `time`.
+This module is on the event path: plain tuples, no imports beyond `math`, `time` and the plan's
+names (ruleset/plan.py, which the event has loaded already).
 """
 
 from __future__ import annotations
 
 import math
 import time
+
+from .plan import Spec, make_spec, with_matches
 
 # An allowance as the state keeps it: (interface, or "" for every interface of the zone,
 # zone, what: a service name or `8080/tcp` / `60000-61000/udp`, deadline: CLOCK_BOOTTIME
@@ -98,11 +101,11 @@ def datestop(wall: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall - 1))
 
 
-def port_spec(what: str) -> tuple:
-    """`8080/tcp` or `60000-61000/udp` as an ACCEPT rule spec (rules.Rule.spec)."""
+def port_spec(what: str) -> Spec:
+    """`8080/tcp` or `60000-61000/udp` as an ACCEPT rule spec (plan.Spec)."""
     ports, _, protocol = what.rpartition("/")
     match = (protocol, (("dport", ports.replace("-", ":")),))
-    return ("ACCEPT", (), None, None, protocol, (match,))
+    return make_spec("ACCEPT", protocol=protocol, matches=(match,))
 
 
 def specs(allowed, services: dict, family: str) -> tuple:
@@ -122,13 +125,11 @@ def specs(allowed, services: dict, family: str) -> tuple:
             found = services.get(what, {}).get(family, ())
         for spec in found:
             if deadline != FOREVER:
-                target, options, source, destination, protocol, matches = spec
-                matches = (
-                    *matches,
+                spec = with_matches(
+                    spec,
                     ("time", (("datestop", datestop(wall)),)),
                     ("comment", (("comment", set_name(deadline)),)),
                 )
-                spec = (target, options, source, destination, protocol, matches)
             result.append(spec)
     return tuple(result)
 

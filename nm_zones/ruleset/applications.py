@@ -10,7 +10,7 @@ backends/nftables/appsets.py fills with the cgroups that match APP now, and keep
 The rule asks each level of the socket's cgroup (`socket cgroupv2 level N`), so a set entry
 matches the sockets of that cgroup and of everything below it, at any depth.
 
-In a rule spec (rules.Rule.spec) an application is the match ("cgroupv2", (("app", APP),
+In a rule spec (plan.Spec) an application is the match ("cgroupv2", (("app", APP),
 ("level", N))); the iptables backend has no such match and leaves such rules out.
 """
 
@@ -20,6 +20,8 @@ import fnmatch
 import hashlib
 import os
 import re
+
+from .plan import MATCHES, Spec, make_spec
 
 PREFIX = "app:"  # an allowance's `what` for an application (ruleset/allowances.py)
 MATCH = "cgroupv2"
@@ -64,14 +66,14 @@ def specs(app: str) -> tuple:
     zone's head already accepts established ones), one rule per cgroup level."""
     new = ("conntrack", (("ctstate", "NEW"),))
     return tuple(
-        ("ACCEPT", (), None, None, None, (new, (MATCH, (("app", app), ("level", str(level))))))
+        make_spec("ACCEPT", matches=(new, (MATCH, (("app", app), ("level", str(level))))))
         for level in range(1, MAX_LEVEL + 1)
     )
 
 
-def apps_of_spec(spec: tuple) -> str:
+def apps_of_spec(spec: Spec) -> str:
     """The application a rule spec matches, or ""."""
-    for name, options in spec[5]:
+    for name, options in spec[MATCHES]:
         if name == MATCH:
             return dict(options)["app"]
     return ""

@@ -3,7 +3,7 @@
 python-iptables builds a rule by parsing each option with libxtables, which loads the
 extension's shared library: about half a millisecond a rule, most of an event's work. An
 entry depends only on the rule and on the kernel and libraries that built it, so entries are
-kept in the state directory, keyed by the rule's spec (rules.Rule.spec), and an event builds
+kept in the state directory, keyed by the rule's spec (ruleset/plan.py), and an event builds
 only the rules it has never seen. The file is not used when the kernel, libxtables,
 python-iptables or this module changes, nor when anyone but root could have written it; a
 damaged entry is never handed to libiptc, and entries the kernel refuses are built afresh
@@ -22,11 +22,21 @@ import os
 
 from ...files import read_trusted, write_atomically
 from ...ruleset.layout import IP_PROTOCOLS, NAT_TARGETS
+from ...ruleset.plan import (
+    DESTINATION,
+    MATCHES,
+    PROTOCOL,
+    SOURCE,
+    TARGET,
+    TARGET_OPTIONS,
+    Spec,
+    make_spec,
+)
 
 ENTRIES_FILE = "entries"
 ENTRIES_VERSION = 1
 IFNAMSIZ_BYTES = 16
-TEMPLATE = ("ACCEPT", (), None, None, None, ())  # `-j ACCEPT`: retargeted per dispatch rule
+TEMPLATE = make_spec("ACCEPT")  # `-j ACCEPT`: retargeted per dispatch rule
 
 
 def kernel_identity(iptc) -> tuple:
@@ -46,9 +56,10 @@ def kernel_identity(iptc) -> tuple:
     return (ENTRIES_VERSION, system.release, system.version, version, library_id, code)
 
 
-def build_entry(iptc, family: str, spec: tuple) -> bytes:
+def build_entry(iptc, family: str, spec: Spec) -> bytes:
     """The entry for a rule spec, through python-iptables' Rule."""
-    target, target_options, source, destination, protocol, matches = spec
+    target, source, destination = spec[TARGET], spec[SOURCE], spec[DESTINATION]
+    protocol, matches = spec[PROTOCOL], spec[MATCHES]
     rule = iptc.Rule() if family == "ipv4" else iptc.Rule6()
     if source:
         rule.src = source
@@ -67,7 +78,7 @@ def build_entry(iptc, family: str, spec: tuple) -> bytes:
     module = rule.create_target("ACCEPT" if own_chain else target)
     if own_chain:
         module.standard_target = target
-    for option, value in target_options:
+    for option, value in spec[TARGET_OPTIONS]:
         module.set_parameter(option, value)
     if any(name == "connlabel" for name, _ in matches):
         _quietly(rule.final_check)

@@ -47,7 +47,16 @@ from ...ruleset.layout import (
     TABLE_ORDER,
     is_source_chain,
 )
-from ...ruleset.plan import NO_TABLE
+from ...ruleset.plan import (
+    DESTINATION,
+    MATCHES,
+    NO_TABLE,
+    PROTOCOL,
+    SOURCE,
+    TARGET,
+    TARGET_OPTIONS,
+    Spec,
+)
 from .libnft import FAMILY, TABLE, Nft, NftError, list_table
 
 KEY = (FAMILY, TABLE)  # the one view this backend records
@@ -193,9 +202,10 @@ def helper_object(helper: str) -> str:
     return f"nmz-{helper}"
 
 
-def rule_text(family: str, spec: tuple) -> str:
-    """One plan rule (rules.Rule.spec) as nft prints it back."""
-    target, target_options, source, destination, protocol, matches = spec
+def rule_text(family: str, spec: Spec) -> str:
+    """One plan rule (plan.Spec) as nft prints it back."""
+    source, destination = spec[SOURCE], spec[DESTINATION]
+    protocol, matches = spec[PROTOCOL], spec[MATCHES]
     parts = []
     if source:
         parts.append(f"{ADDRESS[family]} saddr {source}")
@@ -210,7 +220,7 @@ def rule_text(family: str, spec: tuple) -> str:
         parts.append(f"meta l4proto {protocol}")
     for name, options in matches:
         parts += _match(family, name, options, protocol)
-    parts.append(_verdict(family, target, target_options))
+    parts.append(_verdict(family, spec[TARGET], spec[TARGET_OPTIONS]))
     return " ".join(parts)
 
 
@@ -273,11 +283,12 @@ class Script:
                 for chain, specs in chains:
                     self.chains.setdefault(chain, {})[family] = specs
                     for spec in specs:
-                        self.apps.update(dict(o)["app"] for n, o in spec[5] if n == "cgroupv2")
-                        if spec[0] == "CT":
-                            helper = dict(spec[1])["helper"]
-                            self.helpers.setdefault(helper, (spec[4], set()))[1].add(family)
-                        for match, options in spec[5]:
+                        matches = spec[MATCHES]
+                        self.apps.update(dict(o)["app"] for n, o in matches if n == "cgroupv2")
+                        if spec[TARGET] == "CT":
+                            helper = dict(spec[TARGET_OPTIONS])["helper"]
+                            self.helpers.setdefault(helper, (spec[PROTOCOL], set()))[1].add(family)
+                        for match, options in matches:
                             if match == "comment":
                                 deadline = deadline_of(dict(options)["comment"])
                                 if deadline is not None:
