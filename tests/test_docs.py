@@ -1,9 +1,11 @@
-"""The man page and the bash completion stay in step with the command line parser."""
+"""The man page, the bash completion, the README and the handbook (docs/) stay in step with
+the command line parser; the README and the handbook's links resolve."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -170,3 +172,103 @@ def test_completion_offers_zones_interfaces_and_connections(shell):
     assert shell("nm-zones", "networks", "") == ["forget", "rename", "zone"]
     assert shell("nm-zones", "networks", "zone", "3f2a9c1b07", "ho", shipped=shipped) == ["home"]
     assert shell("nm-zones", "install", "--root", "/us") == ["/usr"]
+
+
+# -- the README and the handbook under docs/ -----------------------------------------------
+
+README = os.path.join(REPO, "README.md")
+DOCS = os.path.join(REPO, "docs")
+FRONT_PAGE_LINES = 250
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)\)")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def pages() -> list[str]:
+    """The README and every page of the handbook."""
+    handbook = sorted(name for name in os.listdir(DOCS) if name.endswith(".md"))
+    return [README, *(os.path.join(DOCS, name) for name in handbook)]
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as stream:
+        return stream.read()
+
+
+def prose_and_code(text: str) -> tuple[list[str], list[str]]:
+    """The page's lines outside fenced blocks, and its shell command lines (```sh blocks)."""
+    prose, commands, fence = [], [], None
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fence = None if fence is not None else line.strip()[3:]
+        elif fence is None:
+            prose.append(line)
+        elif fence == "sh":
+            commands.append(line)
+    return prose, commands
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, links and code marks undone, punctuation
+    dropped, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: str) -> set[str]:
+    """The anchors of a page's headings; a repeated heading gets -1, -2, ... as on GitHub."""
+    found, counts = set(), {}
+    for line in prose_and_code(read(path))[0]:
+        match = re.match(r"#{1,6} (.+)", line)
+        if match:
+            name = anchor(match[1].strip())
+            found.add(name if name not in counts else f"{name}-{counts[name]}")
+            counts[name] = counts.get(name, 0) + 1
+    return found
+
+
+def links(path: str) -> list[str]:
+    prose = "\n".join(prose_and_code(read(path))[0])
+    return LINK.findall(CODE_SPAN.sub("", prose))
+
+
+def resolve(page: str, target: str) -> tuple[str, str]:
+    """(file, anchor) a relative link points at; the file is the page itself for `#anchor`."""
+    name, _, fragment = target.partition("#")
+    return (os.path.normpath(os.path.join(os.path.dirname(page), name)) if name else page,
+            fragment)
+
+
+def test_every_link_in_the_readme_and_the_handbook_resolves():
+    broken = []
+    for page in pages():
+        for target in links(page):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address: not a file of the repository
+            path, fragment = resolve(page, target)
+            where = f"{os.path.relpath(page, REPO)}: ({target})"
+            if os.path.isabs(target) or not path.startswith(REPO + os.sep):
+                broken.append(f"{where} leaves the repository")
+            elif not os.path.exists(path):
+                broken.append(f"{where}: no such file")
+            elif fragment and (not path.endswith(".md") or fragment not in anchors(path)):
+                broken.append(f"{where}: no heading #{fragment}")
+    assert not broken, "\n".join(broken)
+
+
+def test_every_handbook_page_is_reachable_from_the_readme():
+    reached, todo = set(), [README]
+    while todo:
+        page = todo.pop()
+        if page in reached:
+            continue
+        reached.add(page)
+        for target in links(page):
+            path = resolve(page, target)[0]
+            if path.endswith(".md") and os.path.exists(path):
+                todo.append(path)
+    assert set(pages()) - reached == set()
+
+
+def test_the_readme_is_a_front_page():
+    lines = read(README).count("\n")
+    assert lines < FRONT_PAGE_LINES, f"README.md has {lines} lines; the handbook (docs/) the rest"
