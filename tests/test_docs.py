@@ -3,6 +3,7 @@ the command line parser; the README and the handbook's links resolve."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -234,8 +235,8 @@ def links(path: str) -> list[str]:
 def resolve(page: str, target: str) -> tuple[str, str]:
     """(file, anchor) a relative link points at; the file is the page itself for `#anchor`."""
     name, _, fragment = target.partition("#")
-    return (os.path.normpath(os.path.join(os.path.dirname(page), name)) if name else page,
-            fragment)
+    path = os.path.normpath(os.path.join(os.path.dirname(page), name)) if name else page
+    return path, fragment
 
 
 def test_every_link_in_the_readme_and_the_handbook_resolves():
@@ -272,3 +273,124 @@ def test_every_handbook_page_is_reachable_from_the_readme():
 def test_the_readme_is_a_front_page():
     lines = read(README).count("\n")
     assert lines < FRONT_PAGE_LINES, f"README.md has {lines} lines; the handbook (docs/) the rest"
+
+
+# -- every command and option the README and the handbook name exists ----------------------
+
+FIREWALL_CMD_TESTS = os.path.join(REPO, "tests", "test_firewall_cmd.py")
+DESKTOP_PROGRAMS = {
+    "nm-zones-notify": "nm_zones/desktop/notify.py",
+    "nm-zones-tray": "nm_zones/desktop/tray.py",
+    "nm-zones-settings": "nm_zones/desktop/settings.py",
+}
+OPTION = re.compile(r"--[a-z][a-z0-9-]*")
+
+
+def parser_tree() -> dict[tuple[str, ...], tuple[set[str], set[str]]]:
+    """(command, subcommand, ...) -> (its subcommands, its long options), from the parser
+    `nm-zones --help` prints; () is nm-zones itself."""
+    tree = {}
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+        choices = {}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                choices = action.choices
+        tree[path] = (set(choices), options)
+        for name, sub in choices.items():
+            walk(sub, (*path, name))
+
+    walk(build_parser(), ())
+    return tree
+
+
+def command_texts(path: str) -> list[str]:
+    """What a page writes as code: its inline code spans (one paragraph may break a span
+    across lines) and the lines of its ```sh blocks, comments left out."""
+    prose, commands = prose_and_code(read(path))
+    spans = [" ".join(span.split()) for _, span in CODE_SPAN.findall("\n".join(prose))]
+    return spans + [line.split(" #", 1)[0] for line in commands]
+
+
+def invocations(text: str) -> list[list[str]]:
+    """The words of each command in a line of code: split at &&, || , | and ;, without sudo
+    and VAR=value in front."""
+    commands = []
+    for part in re.split(r"&&|\|\||[|;]", text):
+        words = part.replace("[", " ").replace("]", " ").split()
+        while words and (words[0] == "sudo" or re.match(r"[A-Z_]+=", words[0])):
+            words.pop(0)
+        if words:
+            commands.append(words)
+    return commands
+
+
+def wrong_words(words: list[str], tree, elsewhere: set[str]) -> list[str]:
+    """The subcommands and options in one command that its program does not have; programs
+    that are not nm-zones' own are not judged, bare options must be nm-zones' or firewall-cmd's
+    (as tests/test_firewall_cmd.py runs it)."""
+    options = [o.split("=", 1)[0] for o in words if OPTION.fullmatch(o.split("=", 1)[0])]
+    program = words[0]
+    if program in DESKTOP_PROGRAMS or program.endswith(".py") or program.endswith("python3"):
+        scripts = [word for word in words if word.endswith(".py")]
+        source = DESKTOP_PROGRAMS.get(program) or (scripts[0] if scripts else None)
+        if source is None or not options:
+            return []  # python3 -m venv, -m pytest, a file's name: nothing of nm-zones' to judge
+        if not os.path.isfile(os.path.join(REPO, source)):
+            return [f"{source}: no such file"]
+        text = read(os.path.join(REPO, source))
+        return [f"{program} {source} {o}" for o in options if f'"{o}"' not in text]
+    if program.startswith("--"):
+        return [o for o in options if o not in elsewhere]
+    if program == "nm-zones" or program.endswith("/bin/nm-zones"):
+        words = words[1:]
+    elif program not in tree[()][0]:
+        return []  # another program's command line: not judged here
+    path, wrong = (), []
+    for word in words:
+        if not re.fullmatch(r"[a-z][a-z-]*", word) or not tree[path][0]:
+            break
+        if word not in tree[path][0]:
+            return [f"nm-zones {' '.join((*path, word))}"]
+        path = (*path, word)
+    known = set().union(*(tree[path[:i]][1] for i in range(len(path) + 1)))
+    wrong += [f"nm-zones {' '.join(path)} {o}" for o in options if o not in known]
+    return wrong
+
+
+def named_commands_and_options() -> tuple[list[str], set[tuple[str, ...]], set[str]]:
+    """Every wrong command or option the README and the handbook name, and the commands and
+    options they name that are right."""
+    tree = parser_tree()
+    every_option = set().union(*(options for _, options in tree.values()))
+    elsewhere = every_option | set(OPTION.findall(read(FIREWALL_CMD_TESTS)))
+    wrong, commands, options = [], set(), set()
+    for page in pages():
+        for text in command_texts(page):
+            for words in invocations(text):
+                found = wrong_words(words, tree, elsewhere)
+                wrong += [f"{os.path.relpath(page, REPO)}: `{text}`: {w}" for w in found]
+            for words in invocations(text):
+                if words[0] == "nm-zones":
+                    commands.add(tuple(words[1:3]))
+                elif words[0] in tree[()][0]:  # `remove IFACE` in a list of commands
+                    commands.add(tuple(words[:2]))
+            options.update(OPTION.findall(text))
+    return wrong, commands, options
+
+
+def test_every_command_and_option_the_docs_name_exists():
+    wrong = named_commands_and_options()[0]
+    assert not wrong, "no such command or option:\n" + "\n".join(wrong)
+
+
+def test_the_docs_name_every_command_and_option():
+    """The reverse: nothing `nm-zones --help` offers is left out of the README and handbook."""
+    _, named, options = named_commands_and_options()
+    named_words = {word for words in named for word in words}
+    for path, (commands, own) in parser_tree().items():
+        for command in commands:
+            assert command in named_words, f"the docs never show `nm-zones {command}`"
+        for option in own - {"--help"}:
+            assert option in options, f"the docs never name {' '.join(path)} {option}"
