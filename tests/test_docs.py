@@ -394,3 +394,9 @@ def test_the_docs_name_every_command_and_option():
             assert command in named_words, f"the docs never show `nm-zones {command}`"
         for option in own - {"--help"}:
             assert option in options, f"the docs never name {' '.join(path)} {option}"
+
+
+def test_every_picture_in_docs_is_shown():
+    shown = {resolve(page, target)[0] for page in pages() for target in links(page)}
+    pictures = {os.path.join(DOCS, name) for name in os.listdir(DOCS) if name.endswith(".png")}
+    assert pictures <= shown, f"pictures no page shows: {sorted(pictures - shown)}"
