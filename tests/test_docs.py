@@ -284,12 +284,13 @@ DESKTOP_PROGRAMS = {
     "nm-zones-settings": "nm_zones/desktop/settings.py",
 }
 OPTION = re.compile(r"--[a-z][a-z0-9-]*")
+Tree = dict[tuple[str, ...], tuple[set[str], set[str]]]
 
 
-def parser_tree() -> dict[tuple[str, ...], tuple[set[str], set[str]]]:
+def parser_tree() -> Tree:
     """(command, subcommand, ...) -> (its subcommands, its long options), from the parser
     `nm-zones --help` prints; () is nm-zones itself."""
-    tree = {}
+    tree: Tree = {}
 
     def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
         options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
@@ -326,58 +327,68 @@ def invocations(text: str) -> list[list[str]]:
     return commands
 
 
-def wrong_words(words: list[str], tree, elsewhere: set[str]) -> list[str]:
-    """The subcommands and options in one command that its program does not have; programs
-    that are not nm-zones' own are not judged, bare options must be nm-zones' or firewall-cmd's
-    (as tests/test_firewall_cmd.py runs it)."""
-    options = [o.split("=", 1)[0] for o in words if OPTION.fullmatch(o.split("=", 1)[0])]
+def nm_zones_call(words: list[str], tree: Tree) -> tuple[tuple[str, ...], list[str]] | None:
+    """(the command path, the long options) when the words run nm-zones (`nm-zones networks
+    zone ...`, or `remove IFACE` in a list of its commands), else None."""
+    if words[0] == "nm-zones" or words[0].endswith("/bin/nm-zones"):
+        words = words[1:]
+    elif words[0] not in tree[()][0]:
+        return None
+    path: tuple[str, ...] = ()
+    for word in words:
+        if path not in tree or not tree[path][0] or not re.fullmatch(r"[a-z][a-z-]*", word):
+            break
+        path = (*path, word)
+    return path, [o.split("=", 1)[0] for o in words if OPTION.fullmatch(o.split("=", 1)[0])]
+
+
+def other_programs_wrong_options(words: list[str], bare_allowed: set[str]) -> list[str]:
+    """The options a command that is not nm-zones names and its program lacks: the desktop
+    programs' and bench/ scripts' are looked up in their sources, bare ones must be nm-zones'
+    or firewall-cmd's (as tests/test_firewall_cmd.py runs it); others' are not judged."""
     program = words[0]
-    if program in DESKTOP_PROGRAMS or program.endswith(".py") or program.endswith("python3"):
+    options = [o.split("=", 1)[0] for o in words if OPTION.fullmatch(o.split("=", 1)[0])]
+    if program.startswith("--"):
+        return [o for o in options if o not in bare_allowed]
+    if program in DESKTOP_PROGRAMS or program.endswith((".py", "python3")):
         scripts = [word for word in words if word.endswith(".py")]
         source = DESKTOP_PROGRAMS.get(program) or (scripts[0] if scripts else None)
         if source is None or not options:
-            return []  # python3 -m venv, -m pytest, a file's name: nothing of nm-zones' to judge
+            return []  # python3 -m venv, -m pytest, a file's name: nothing to judge
         if not os.path.isfile(os.path.join(REPO, source)):
             return [f"{source}: no such file"]
         text = read(os.path.join(REPO, source))
-        return [f"{program} {source} {o}" for o in options if f'"{o}"' not in text]
-    if program.startswith("--"):
-        return [o for o in options if o not in elsewhere]
-    if program == "nm-zones" or program.endswith("/bin/nm-zones"):
-        words = words[1:]
-    elif program not in tree[()][0]:
-        return []  # another program's command line: not judged here
-    path, wrong = (), []
-    for word in words:
-        if not re.fullmatch(r"[a-z][a-z-]*", word) or not tree[path][0]:
-            break
-        if word not in tree[path][0]:
-            return [f"nm-zones {' '.join((*path, word))}"]
-        path = (*path, word)
-    known = set().union(*(tree[path[:i]][1] for i in range(len(path) + 1)))
-    wrong += [f"nm-zones {' '.join(path)} {o}" for o in options if o not in known]
-    return wrong
+        return [f"{source} {o}" for o in options if f'"{o}"' not in text]
+    return []
 
 
-def named_commands_and_options() -> tuple[list[str], set[tuple[str, ...]], set[str]]:
-    """Every wrong command or option the README and the handbook name, and the commands and
-    options they name that are right."""
+def named_commands_and_options() -> tuple[list[str], dict[tuple[str, ...], set[str]]]:
+    """Every command or option the README and the handbook name that does not exist, and the
+    nm-zones commands they show with the options named with each (() for bare options)."""
     tree = parser_tree()
-    every_option = set().union(*(options for _, options in tree.values()))
-    elsewhere = every_option | set(OPTION.findall(read(FIREWALL_CMD_TESTS)))
-    wrong, commands, options = [], set(), set()
+    bare_allowed = set().union(*(options for _, options in tree.values()))
+    bare_allowed |= set(OPTION.findall(read(FIREWALL_CMD_TESTS)))
+    wrong, named = [], {}
     for page in pages():
         for text in command_texts(page):
             for words in invocations(text):
-                found = wrong_words(words, tree, elsewhere)
-                wrong += [f"{os.path.relpath(page, REPO)}: `{text}`: {w}" for w in found]
-            for words in invocations(text):
-                if words[0] == "nm-zones":
-                    commands.add(tuple(words[1:3]))
-                elif words[0] in tree[()][0]:  # `remove IFACE` in a list of commands
-                    commands.add(tuple(words[:2]))
-            options.update(OPTION.findall(text))
-    return wrong, commands, options
+                where = f"{os.path.relpath(page, REPO)}: `{text}`"
+                call = nm_zones_call(words, tree)
+                if call is None:
+                    found = other_programs_wrong_options(words, bare_allowed)
+                    wrong += [f"{where}: {option}" for option in found]
+                    if words[0].startswith("--"):
+                        named.setdefault((), set()).update(OPTION.findall(text))
+                    continue
+                path, options = call
+                if path not in tree:
+                    wrong.append(f"{where}: no command nm-zones {' '.join(path)}")
+                    continue
+                known = set().union(*(tree[path[:i]][1] for i in range(len(path) + 1)))
+                wrong += [f"{where}: nm-zones {' '.join(path)} has no {o}" for o in options
+                          if o not in known]
+                named.setdefault(path, set()).update(options)
+    return wrong, named
 
 
 def test_every_command_and_option_the_docs_name_exists():
@@ -387,13 +398,13 @@ def test_every_command_and_option_the_docs_name_exists():
 
 def test_the_docs_name_every_command_and_option():
     """The reverse: nothing `nm-zones --help` offers is left out of the README and handbook."""
-    _, named, options = named_commands_and_options()
-    named_words = {word for words in named for word in words}
-    for path, (commands, own) in parser_tree().items():
-        for command in commands:
-            assert command in named_words, f"the docs never show `nm-zones {command}`"
-        for option in own - {"--help"}:
-            assert option in options, f"the docs never name {' '.join(path)} {option}"
+    named = named_commands_and_options()[1]
+    for path, (_, options) in parser_tree().items():
+        shown = [p for p in named if p[: len(path)] == path]
+        assert shown, f"the docs never show `nm-zones {' '.join(path)}`"
+        with_it = set().union(named.get((), set()), *(named[p] for p in shown))
+        for option in options - {"--help"}:
+            assert option in with_it, f"the docs never name `nm-zones {' '.join(path)} {option}`"
 
 
 def test_every_picture_in_docs_is_shown():
