@@ -656,7 +656,7 @@ def _held_by(state) -> str:
 
 def _tables_changed(state) -> list[str]:
     """Tables whose nm-zones rules differ from the view recorded after its last commit."""
-    from ..backends import differs
+    from ..backends.views import differs
 
     try:
         return [
