@@ -25,7 +25,7 @@ PACKAGE = "nm_zones"
 LONG_FUNCTION = 60  # lines, body and signature
 STAGES = (
     ("helpers", ("addresses", "digest", "errors", "files", "ifname", "lazy", "locks", "log",
-                 "paths", "text")),
+                 "paths", "protocols", "text")),
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),
