@@ -78,7 +78,7 @@ def nothing_changed(paths: Paths, interface: str, key: str) -> bool:
 
 def kernel_unchanged(views: dict) -> bool:
     """True when every table still holds nm-zones' rules as recorded after its last commit."""
-    from .backends import unchanged
+    from .backends.views import unchanged
 
     try:
         return bool(views) and all(unchanged(key, token) for key, token in views.items())
@@ -90,7 +90,7 @@ def quick_index(state) -> bytes:
     """Written with every state: interface -> (its inputs, its index), for the interfaces
     whose rules are applied as decided (not degraded, not interrupted), and the digest of
     each table's recorded view."""
-    from .backends import quick_token
+    from .backends.views import quick_token
     from .ruleset.allowances import next_deadline
 
     bound = {

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from nm_zones.backends.nftables.appsets import is_cgroup2
-from nm_zones.ruleset.applications import check_app, matching, set_name
+from nm_zones.config.appname import check_app
+from nm_zones.ruleset.applications import matching, set_name
 from tests.harness.cgroups import CgroupSandbox, cgroup2_mount, procs_of
 from tests.harness.lab import PYTHON, start_listener, wait_for
 from tests.test_failsafe import write_zone

@@ -30,7 +30,7 @@ LONG_FUNCTION = 60  # lines, body and signature
 SPEC_MODULE = f"{PACKAGE}.ruleset.plan"  # the one module that reads a rule spec by position
 STAGES = (
     ("helpers", ("addresses", "digest", "errors", "files", "ifname", "lazy", "locks", "log",
-                 "paths", "text")),
+                 "paths", "protocols", "text")),
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),

@@ -8,52 +8,13 @@ other, so no interface is ever left unfiltered for want of one.
 
 from __future__ import annotations
 
+from .views import NFT_FAMILY
+
 NAMES = ("iptables", "nftables")
-NFT_FAMILY = "inet"  # the view key of the nftables backend is ("inet", "nm-zones")
 
 
 def backend_of_key(key) -> str:
     return "nftables" if key[0] == NFT_FAMILY else "iptables"
-
-
-def quick_token(key, view: dict):
-    """What the quick path keeps of a view to check it on the next event: a digest of an
-    iptables table's view; nftables' generation id, which answers at once, and a digest."""
-    if key[0] == NFT_FAMILY:
-        from .nftables.backend import view_digest as nft_digest
-
-        return {"generation": view.get("generation"), "digest": nft_digest(view)}
-    from .iptables.held import view_digest
-
-    return view_digest(view)
-
-
-def unchanged(key, token) -> bool:
-    """Whether the kernel still holds what quick_token recorded (the quick path's check: one
-    getsockopt for an iptables table, one netlink message for nftables' generation id)."""
-    if key[0] == NFT_FAMILY:
-        from .nftables.backend import TABLE
-        from .nftables.backend import read_view as read_nft
-        from .nftables.backend import view_digest as nft_digest
-        from .nftables.nfnetlink import read
-
-        if token.get("generation") == read(TABLE, ())["generation"]:
-            return True
-        return nft_digest(read_nft(key)) == token["digest"]
-    from .iptables.held import read_view, view_digest
-
-    return view_digest(read_view(*key)) == token
-
-
-def differs(key, recorded) -> bool:
-    """Whether the view under `key` no longer is `recorded`, by the backend the key names."""
-    if key[0] == NFT_FAMILY:
-        from .nftables.backend import view_differs
-
-        return view_differs(recorded)
-    from .iptables.held import read_view
-
-    return recorded is None or read_view(*key) != recorded
 
 
 def rules_ahead(key) -> list[str]:

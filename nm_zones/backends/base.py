@@ -6,8 +6,8 @@ dispatch rules, or the catch-all's for interface None) and keeps, per *view key*
 backend recorded after its own last commit. A view key names one unit the backend commits
 atomically and can read back cheaply: (family, table) for iptables, ("inet", "nm-zones") for
 nftables. The engine compares views before every run (held rules changed behind nm-zones'
-back are rebuilt); the event's quick path compares their digests (read_view in
-backends/__init__.py picks the reader by the key alone, without loading a backend).
+back are rebuilt); the event's quick path compares their digests (backends/views.py
+picks the reader by the key alone, without loading a backend).
 
 Allowances (`nm-zones allow`, runtime openings with an optional deadline) travel in the plan
 as ordinary rules of an interface's input chain. A timed one's matches end with

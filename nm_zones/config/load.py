@@ -12,6 +12,7 @@ import re
 
 from ..addresses import canonical_source
 from ..paths import Paths, yaml_files
+from .appname import check_app
 from .model import (
     CONNTRACK_HELPERS,
     ICMP_NAMES,
@@ -355,8 +356,6 @@ def _salvage_sources(files, refused, broken, zones) -> dict[str, tuple[str, ...]
 
 def _applications(check: _FileChecker, doc) -> tuple[str, ...]:
     """The zone's `applications` (ruleset/applications.py), each checked and once."""
-    from ..ruleset.applications import check_app
-
     found: list[str] = []
     for line, key, item in check.items(doc, "applications"):
         try:

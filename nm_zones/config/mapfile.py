@@ -6,8 +6,8 @@ import os
 import re
 
 from ..errors import UsageError
+from ..files import write_atomically
 from ..paths import SHIPPED_DIR, Paths
-from ..state import write_atomically
 
 MAP_NAME = "connections-map.yaml"
 

@@ -7,7 +7,7 @@ touching the kernel.
 from __future__ import annotations
 
 from ..lazy import import_deferring
-from ..ruleset.layout import FAMILIES, IP_PROTOCOLS
+from ..protocols import FAMILIES, IP_PROTOCOLS
 
 # dataclasses uses inspect (10 ms of imports) only for classes without a docstring: every
 # class here has one (lazy.py)

@@ -4,8 +4,9 @@ whose `what` is `app:APP`."""
 
 from __future__ import annotations
 
+from ..config.appname import check_app
 from ..errors import UsageError
-from ..ruleset.applications import PREFIX, check_app
+from ..ruleset.applications import PREFIX
 
 REMEDY = "set `backend: nftables` in /etc/nm-zones/nm-zones.yaml"
 

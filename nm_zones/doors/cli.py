@@ -6,15 +6,25 @@ import argparse
 import contextlib
 import os
 import sys
-import time
 
 from ..errors import ConfigError, KernelError, UsageError, unknown_zone
 from ..paths import Paths
 from ..text import printable
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DISABLED = 0, 1, 2, 3
-DISABLED = "nm-zones is disabled (nm-zones enable)"
-PANIC_LINE = "panic mode: every packet in and out is dropped, loopback's excepted"
+from .common import (
+    DISABLED,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    PANIC_LINE,
+    load_config,
+    open_engine,
+    print_json,
+    service_json,
+    service_openings,
+    zone_json,
+)
+from .detail import show_interface
+from .status import show_status
 
 DESCRIPTION = """\
 Network zones for NetworkManager: every network gets a trust level (a zone), and the moment
@@ -78,38 +88,16 @@ def _need_root(command: str) -> None:
         raise PermissionError(f"{command} changes the firewall: run it as root")
 
 
-def _engine():
-    from ..engine import Engine
-
-    return Engine(_paths())
-
-
-def _loaded(strict: bool = False):
-    from ..config.load import load
-
-    result = load(_paths())
-    if strict and result.problems:
-        raise ConfigError(result.problems)
-    return result
-
-
-def _print_json(value) -> None:
-    import json
-
-    json.dump(value, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
-
-
 # -- read-only commands ------------------------------------------------------------------
 
 
 def cmd_zones(args) -> int:
-    loaded = _loaded()
+    loaded = load_config()
     config = loaded.config
     default = config.connections_map.default_zone
     names = sorted(set(config.zones) | set(loaded.broken_zones))
     if args.json:
-        _print_json(
+        print_json(
             [
                 {
                     "name": name,
@@ -133,7 +121,7 @@ def cmd_zones(args) -> int:
 
 def _loaded_zone(name: str):
     """(zone, config) for a zone that can be shown; its problems or a usage error if not."""
-    loaded = _loaded()
+    loaded = load_config()
     if name in loaded.broken_zones:
         raise ConfigError(loaded.broken_zones[name])
     if name not in loaded.config.zones:
@@ -141,48 +129,10 @@ def _loaded_zone(name: str):
     return loaded.config.zones[name], loaded.config
 
 
-def _service_view(service) -> dict:
-    return {
-        "description": service.description,
-        "ports": [str(p) for p in service.ports],
-        "source-ports": [str(p) for p in service.source_ports],
-        "protocols": list(service.protocols),
-        "destination": dict(service.destination),
-        "helpers": list(service.helpers),
-    }
-
-
-def _service_openings(view: dict) -> str:
-    """`22/tcp from 1900/udp gre`: what a service opens, on one line."""
-    return " ".join(view["ports"] + [f"from {p}" for p in view["source-ports"]] + view["protocols"])
-
-
-def _zone_view(zone, config) -> dict:
-    services = {name: _service_view(config.services[name]) for name in zone.services}
-    return {
-        "name": zone.name,
-        "description": zone.description,
-        "target": zone.target,
-        "services": services,
-        "ports": [str(p) for p in zone.ports],
-        "protocols": list(zone.protocols),
-        "icmp-blocks": list(zone.icmp_blocks),
-        "masquerade": zone.masquerade,
-        "forward-ports": [
-            {"port": str(f.port), "to-port": f.to_port, "to-addr": f.to_addr}
-            for f in zone.forward_ports
-        ],
-        "log-denied": zone.log_denied,
-        "sources": list(zone.sources),
-        "applications": list(zone.applications),
-        "file": zone.source,
-    }
-
-
 def cmd_show(args) -> int:
-    view = _zone_view(*_loaded_zone(args.zone))
+    view = zone_json(*_loaded_zone(args.zone))
     if args.json:
-        _print_json(view)
+        print_json(view)
         return EXIT_OK
     print(f"{view['name']}: {view['description']}")
     print(f"  file:         {view['file']}")
@@ -190,7 +140,7 @@ def cmd_show(args) -> int:
     for name, service in view["services"].items():
         where = ", ".join(f"{k} {v}" for k, v in sorted(service["destination"].items()))
         print(
-            f"  service:      {name:<16} {_service_openings(service)}"
+            f"  service:      {name:<16} {service_openings(service)}"
             + (f"  (to {where})" if where else "")
         )
     for key in ("ports", "protocols", "icmp-blocks", "sources", "applications"):
@@ -208,12 +158,12 @@ def cmd_show(args) -> int:
 
 
 def cmd_services(args) -> int:
-    services = _loaded().config.services
+    services = load_config().config.services
     if args.json:
-        _print_json({name: _service_view(s) for name, s in sorted(services.items())})
+        print_json({name: service_json(s) for name, s in sorted(services.items())})
         return EXIT_OK
     for name, service in sorted(services.items()):
-        print(f"{name:<26} {_service_openings(_service_view(service)):<28} {service.description}")
+        print(f"{name:<26} {service_openings(service_json(service)):<28} {service.description}")
     return EXIT_OK
 
 
@@ -342,7 +292,7 @@ def cmd_apply(args) -> int:
     from ..ifname import check_interface
 
     check_interface(args.interface)
-    engine = _engine()
+    engine = open_engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
 
@@ -362,7 +312,7 @@ def cmd_remove(args) -> int:
     from ..ifname import check_interface
 
     check_interface(args.interface)
-    engine = _engine()
+    engine = open_engine()
     return _run_changes(engine, lambda state: engine.remove_interface(args.interface, state=state))
 
 
@@ -387,7 +337,7 @@ def cmd_panic(args) -> int:
     _need_root("panic")
     from ..engine import REASON_COMMAND
 
-    engine = _engine()
+    engine = open_engine()
     on = args.state == "on"
     refused = "nm-zones is disabled: panic mode needs it enabled (nm-zones enable)" if on else ""
     return _run_changes(engine, lambda state: engine.set_panic(state, on, REASON_COMMAND), refused)
@@ -406,13 +356,13 @@ def cmd_allow(args) -> int:
         raise UsageError("revoke takes no --for")
     if args.interface:
         check_interface(args.interface)
-    loaded = _loaded()
+    loaded = load_config()
     if bool(args.app) == bool(args.what):
         raise UsageError("give WHAT (a service or a port) or --app APP, one of them")
     what = app_what(args.app) if args.app else check_what(args.what, loaded)
     request = Request(args, what, loaded)
     _need_root(args.command)
-    engine = _engine()
+    engine = open_engine()
     if args.app and args.command == "allow":
         check_app_support(engine.backend.name)
     if args.zone and args.zone not in engine.known_zones():
@@ -429,7 +379,7 @@ def cmd_log(args) -> int:
         check_interface(args.interface)
     paths = _paths()
     with contextlib.suppress(KeyboardInterrupt):
-        show(StateDir(paths.state).load(), _loaded().config, args.interface, args.follow)
+        show(StateDir(paths.state).load(), load_config().config, args.interface, args.follow)
     return EXIT_OK
 
 
@@ -456,7 +406,7 @@ def cmd_serve(args) -> int:
 
 def cmd_gc(args) -> int:
     _need_root("gc")
-    engine = _engine()
+    engine = open_engine()
 
     def action(state) -> None:
         if not engine.paths.disabled:
@@ -465,207 +415,8 @@ def cmd_gc(args) -> int:
     return _run_changes(engine, action)
 
 
-def _kernel_word(held: bool | None) -> str:
-    return {True: "in place", False: "DIFFERS", None: "unknown"}[held]
-
-
-def status_row(engine, state, name: str, binding, root: bool) -> dict:
-    """One bound interface as `status` shows it; the kernel is asked only as root."""
-    from ..ifname import interface_index
-
-    usable = engine.usable_zone(binding.zone)
-    held = None
-    if usable and root and binding.status == "applied":
-        from ..engine import allowed_for, interface_plan
-
-        allowed = allowed_for(state, name, usable.name)
-        held = engine.backend.holds(interface_plan(engine.compiled, name, usable, allowed))
-    return {
-        "interface": name,
-        "zone": binding.zone,
-        "reason": binding.reason,
-        "connection": binding.connection_id,
-        "connection_uuid": binding.connection_uuid,
-        "since": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(binding.since)),
-        "status": binding.status,
-        "present": interface_index(name) == binding.ifindex,
-        "kernel": _kernel_word(held),
-        "degraded": binding.degraded,
-        "flows_ended": binding.flows_ended,
-    }
-
-
 def cmd_status(args) -> int:
-    from ..state import StateDir
-
-    if args.interface:
-        from .detail import show_interface
-
-        return show_interface(args)
-    paths = _paths()
-    state = StateDir(paths.state).load()
-    disabled = paths.disabled
-    engine = _engine()
-    root = os.geteuid() == 0
-    rows = [
-        status_row(engine, state, name, binding, root)
-        for name, binding in sorted(state.interfaces.items())
-    ]
-    catchall, problems = status_problems(engine, state, disabled, root)
-    sources = _source_rows(engine, state)
-    panic = panic_row(engine, root)
-    if args.json:
-        _print_json(
-            {
-                "enabled": not disabled,
-                "panic": panic,
-                "backend": _held_by(state),
-                "default_zone": state.catchall_zone,
-                "catchall": catchall,
-                "sources": sources,
-                "problems": problems,
-                "interfaces": rows,
-            }
-        )
-    else:
-        if disabled:
-            print("nm-zones is disabled (nm-zones enable)")
-        if panic["on"]:
-            print(panic_text(panic) + (f"  kernel: {panic['kernel']}" if root else ""))
-        print(
-            f"unclaimed interfaces: {state.catchall_zone or '(catch-all not installed)'}"
-            + (f"  kernel: {catchall['kernel']}" if root and state.catchall_zone else "")
-        )
-        print(f"rules held by: {_held_by(state)}")
-        if sources:
-            print("sources: " + ", ".join(f"{s} {zone}" for s, zone in sources.items()))
-        for problem in problems:
-            print(printable(problem))
-        for row in rows:
-            print(printable(_status_line(row)))
-    if panic["on"]:
-        return EXIT_FAILURE
-    if disabled:
-        return EXIT_DISABLED
-    bad = problems or any(
-        r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
-    )
-    return EXIT_FAILURE if bad else EXIT_OK
-
-
-def _status_line(row: dict) -> str:
-    """One bound interface on one line of `status`."""
-    line = (
-        f"{row['interface']:<15} {row['zone']:<10} since {row['since']}  "
-        f"kernel: {row['kernel']:<8}  why: {row['reason']}"
-    )
-    if row["connection"]:
-        line += f"  connection: {row['connection']}"
-    if row["flows_ended"]:
-        line += f"  flows ended: {row['flows_ended']}"
-    if row["status"] != "applied":
-        line += f"  ({row['status'].upper()})"
-    if not row["present"]:
-        line += "  (interface gone)"
-    if row["degraded"]:
-        line += f"  DEGRADED: {row['degraded']}"
-    return line
-
-
-def panic_text(panic: dict) -> str:
-    return f"{PANIC_LINE}, since {panic['since']} (nm-zones panic off)"
-
-
-def panic_row(engine, root: bool) -> dict:
-    """Panic mode as `status` shows it: on or off, since when (its flag's time, readable by
-    anyone), whether the kernel holds its rules (asked only as root)."""
-    if not engine.panic:
-        return {"on": False, "since": "", "kernel": _kernel_word(None)}
-    try:
-        moment = os.lstat(engine.paths.panic_flag).st_mtime
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
-    except OSError:
-        since = "?"
-    held = engine.backend.holds_panic() if root else None
-    return {"on": True, "since": since, "kernel": _kernel_word(held)}
-
-
-def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, list[str]]:
-    """The catch-all's row and what is wrong besides the interfaces: a lost state, an
-    interrupted commit, hooks or catch-all missing, tables another program changed."""
-    catchall = {"zone": state.catchall_zone, "kernel": _kernel_word(None)}
-    tables_changed: list[str] = []
-    if root and not disabled:
-        catchall["kernel"] = _kernel_word(_catchall_held(engine, state))
-        tables_changed = _tables_changed(state)
-    problems = []
-    untrusted = engine.state_dir.untrusted()
-    if untrusted:  # every change is refused until it is fixed
-        problems.append(untrusted)
-    if state.lost:
-        problems.append(f"state lost: {state.lost}")
-    if None in state.kernel.values():
-        problems.append("a commit was interrupted (the next run of nm-zones finishes it)")
-    if not disabled and not state.catchall_zone:
-        problems.append("catch-all not installed (nm-zones reload)")
-    elif catchall["kernel"] == "DIFFERS":
-        problems.append("hooks or catch-all missing from the kernel (nm-zones reload)")
-    problems += [
-        f"{table}: nm-zones' rules changed by another program (nm-zones reload)"
-        for table in tables_changed
-    ]
-    if root and not disabled:
-        problems += _rules_ahead(state)
-    return catchall, problems
-
-
-def _rules_ahead(state) -> list[str]:
-    """Other programs' rules ahead of nm-zones' jumps that can accept what it refuses."""
-    from ..backends import rules_ahead
-
-    try:
-        return [line for key in sorted(state.kernel) for line in rules_ahead(key)]
-    except OSError:
-        return []
-
-
-def _source_rows(engine, state) -> dict[str, str]:
-    """Bound source (canonical) -> zone, the zone files' and the runtime's (committed with
-    the catch-all, whose kernel check covers them)."""
-    if "error" in engine.compiled.catchall:
-        return {}
-    from ..ruleset.sources import by_address
-
-    return by_address(engine.compiled.source_bindings(state.sources))
-
-
-def _catchall_held(engine, state) -> bool | None:
-    """Whether the hooks and the catch-all (as the config says it now) are in the kernel."""
-    catchall = engine.compiled.catchall
-    if not state.catchall_zone or "error" in catchall:
-        return None
-    return engine.backend.holds(engine.compiled.catchall_plan(state.sources))
-
-
-def _held_by(state) -> str:
-    """Which backend holds nm-zones' rules, by the views the state recorded."""
-    from ..backends import backend_of_key
-
-    return ", ".join(sorted({backend_of_key(key) for key in state.kernel})) or "none"
-
-
-def _tables_changed(state) -> list[str]:
-    """Tables whose nm-zones rules differ from the view recorded after its last commit."""
-    from ..backends import differs
-
-    try:
-        return [
-            " ".join(key)
-            for key, view in sorted(state.kernel.items())
-            if view is not None and differs(key, view)
-        ]
-    except OSError:
-        return []
+    return show_interface(args) if args.interface else show_status(args)
 
 
 def _through_service(command: str, method: str, args: tuple) -> int | None:
@@ -695,7 +446,7 @@ def cmd_assign(args) -> int:
     if through is not None:
         return through
     _need_root("assign")
-    engine = _engine()
+    engine = open_engine()
     if args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
 
@@ -718,12 +469,12 @@ def cmd_networks(args) -> int:
     if not args.action:
         store = known_networks(_paths())
         if args.json:
-            _print_json({"networks": [network.as_dict() for network in store.networks]})
+            print_json({"networks": [network.as_dict() for network in store.networks]})
         else:
             print("\n".join(printable(line) for line in listing(store)))
         return EXIT_OK
     _need_root(f"networks {args.action}")
-    engine = _engine()
+    engine = open_engine()
     value = {"rename": getattr(args, "label", ""), "zone": getattr(args, "zone", "")}
     value = value.get(args.action, "")
     check_change(engine, args.action, value)  # before the lock: exit 2 at once
@@ -737,7 +488,7 @@ def cmd_networks(args) -> int:
 def cmd_default_zone(args) -> int:
     from ..config.mapfile import set_map_zone
 
-    loaded = _loaded()
+    loaded = load_config()
     cmap = loaded.config.connections_map
     key = "wired-zone" if args.wired else "wireless-zone" if args.wireless else "default-zone"
     current = {
@@ -771,7 +522,7 @@ def cmd_enable(args) -> int:
     _need_root("enable")
     from .nm import enable
 
-    engine = _engine()
+    engine = open_engine()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(engine.paths.disabled_flag)
     return _run_changes(engine, lambda state: enable(engine, state))
@@ -781,7 +532,7 @@ def cmd_disable(args) -> int:
     _need_root("disable")
     from .nm import disable
 
-    engine = _engine()
+    engine = open_engine()
     with engine.state_dir.locked():  # no prepare: nothing is rebuilt that is to go
         disable(engine)
     for change in engine.changes:

@@ -12,6 +12,17 @@ import os
 import sys
 
 from ..text import printable
+from .common import (
+    EXIT_DISABLED,
+    EXIT_FAILURE,
+    EXIT_OK,
+    load_config,
+    open_engine,
+    print_json,
+    service_json,
+    zone_json,
+)
+from .status import panic_row, panic_text, status_problems, status_row
 
 TARGETS = {
     "default": "accept what is listed, reject the rest",
@@ -72,24 +83,10 @@ def show_interface(args) -> int:
     from ..errors import UsageError
     from ..ifname import check_interface, interface_index, matches_exempt
     from ..state import StateDir
-    from .cli import (
-        EXIT_DISABLED,
-        EXIT_FAILURE,
-        EXIT_OK,
-        _engine,
-        _loaded,
-        _print_json,
-        _service_view,
-        _zone_view,
-        panic_row,
-        panic_text,
-        status_problems,
-        status_row,
-    )
 
     name = args.interface
     check_interface(name)
-    engine = _engine()
+    engine = open_engine()
     paths = engine.paths
     state = StateDir(paths.state).load()
     disabled = paths.disabled
@@ -101,7 +98,7 @@ def show_interface(args) -> int:
     panic = panic_row(engine, root)
     if panic["on"]:  # first, and the exit status is 1
         problems = [panic_text(panic), *problems]
-    loaded = _loaded()
+    loaded = load_config()
     config = loaded.config
     exempt = binding is None and matches_exempt(name, engine.compiled.exempt_interfaces)
     if binding is not None:
@@ -120,8 +117,8 @@ def show_interface(args) -> int:
     zone = config.zones.get(zone_name)
     zone_view = None
     if zone is not None:
-        zone_view = _zone_view(zone, config)
-        zone_view["all_services"] = {n: _service_view(s) for n, s in config.services.items()}
+        zone_view = zone_json(zone, config)
+        zone_view["all_services"] = {n: service_json(s) for n, s in config.services.items()}
     allowed = _allowed_with_scope(state, name, zone_name) if binding is not None else []
     from ..ruleset.allowances import boottime
 
@@ -132,7 +129,7 @@ def show_interface(args) -> int:
             row[key.replace("-", "_")] = zone_view[key]
     if args.json:
         whole = {"enabled": not disabled, "panic": panic, "catchall": catchall}
-        _print_json({**row, **whole, "problems": problems})
+        print_json({**row, **whole, "problems": problems})
     else:
         _print_interface(row, zone_view, problems, disabled)
     if disabled and not panic["on"]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 
+from ..config.zonefile import edit_zone_file
 from ..errors import ConfigError, UsageError
 from .busapi import ACTION_CONFIGURE, FirewallError
 from .firewalld_config import CONFIG_ZONE_INTERFACE, settings_values
+from .firewalld_zone import RuntimeZones
 
 
 def item_methods(objects, name: str) -> dict:
@@ -72,15 +74,11 @@ class PermanentItems:
         return (tuple(forward) in (await self._values())["forward_ports"],)
 
     async def edit_port(self, add: bool, port: str, protocol: str) -> tuple:
-        from .firewalld_zone import RuntimeZones
-
         what = RuntimeZones._check_port(port, protocol)
         return await self.edit("ports", add, what, f"{port}:{protocol}")
 
     async def edit(self, key: str, add: bool, item: str, shown: str = "") -> tuple:
         """One item into or out of list `key` of the zone's file (its comments kept)."""
-        from ..config.zonefile import edit_zone_file
-
         service = self.objects.service
         if key == "services" and item not in (await self.objects._loaded()).config.services:
             raise FirewallError("INVALID_SERVICE", item)

@@ -17,10 +17,14 @@ import asyncio
 from types import SimpleNamespace
 
 from ..config.load import load
+from ..config.zonefile import edit_zone_file
 from ..errors import ConfigError, UsageError
 from ..ruleset.allowances import expired
+from . import allow
+from .allow import check_what
 from .busapi import ACTION_CONFIGURE, MAIN_INTERFACE, ZONE_INTERFACE, FirewallError
 from .firewalld_config import settings_dict
+from .firewalld_sources import Sources  # the zone files' and the runtime's
 
 RUNTIME_ONLY_PERMANENT = (
     "nm-zones changes masquerade and forward ports in the zone's file only: use "
@@ -149,8 +153,6 @@ class RuntimeZones:
         settings["services"] = ("as", await self._services(found.name))
         ports = [tuple(p.split("/")) for p in await self._ports(found.name)]
         settings["ports"] = ("a(ss)", ports)
-        from .firewalld_sources import Sources  # the zone files' and the runtime's
-
         (sources,) = await Sources(self.service).get_sources(found.name)
         if sources:
             settings["sources"] = ("as", sources)
@@ -224,8 +226,6 @@ class RuntimeZones:
 
     @staticmethod
     def _check_port(port: str, protocol: str) -> str:
-        from .allow import check_what
-
         if protocol not in ("tcp", "udp", "sctp", "dccp"):
             raise FirewallError(
                 "INVALID_PROTOCOL", f"'{protocol}' not in {{'tcp'|'udp'|'sctp'|'dccp'}}"
@@ -237,8 +237,6 @@ class RuntimeZones:
 
     async def _allow(self, zone: str, what: str, timeout: int, grant: bool) -> None:
         """`nm-zones allow|revoke WHAT --zone ZONE [--for TIMEOUTs]` under the state lock."""
-        from . import allow
-
         if timeout < 0:
             raise FirewallError("INVALID_VALUE", f"timeout '{timeout}' is not positive number")
         loaded = await self._loaded()
@@ -291,8 +289,6 @@ class RuntimeZones:
         (the admin's zones.d, as `allow --permanent`); the zones callers set on interfaces
         over D-Bus become NetworkManager's (the profile's connection.zone, as `assign`),
         so both survive `reload`."""
-        from ..config.zonefile import edit_zone_file
-
         engine = self.service.engine()
         state = engine.state_dir.load()
         paths = self.service.paths

@@ -5,12 +5,19 @@ routes the calls here."""
 
 from __future__ import annotations
 
-from .busapi import NMZ_INTERFACE, FirewallError
+import asyncio
+
+from ..engine import recorded_connection
+from ..ifname import interface_index
+from ..networks.store import load_store
+from ..networks.zone import PREFIX_KNOWN, REASON_UNKNOWN, SEEN_FILE, read_seen, subject
+from .busapi import ACTION_ASSIGN, NMZ_INTERFACE, FirewallError
+from .networks import change_network
+from .watch import FileWatch
 
 
 def methods(service) -> dict:
     """(interface, member) -> (in, out, polkit action, handler), as service._methods."""
-    from .busapi import ACTION_ASSIGN
 
     def change(action: str):
         async def handler(network_id: str, value: str = "") -> tuple:
@@ -28,10 +35,6 @@ def methods(service) -> dict:
 
 async def get_networks(service) -> tuple:
     """Every known network as text values (zone "" while unplaced, absent facts "")."""
-    import asyncio
-
-    from ..networks.store import load_store
-
     store = await asyncio.to_thread(load_store, service.paths)
     if store.broken:
         raise FirewallError("INVALID_VALUE", "; ".join(str(p) for p in store.problems))
@@ -42,8 +45,6 @@ async def get_networks(service) -> tuple:
 
 
 async def _change(service, action: str, network_id: str, value: str) -> tuple:
-    from .networks import change_network
-
     engine = service.engine()
     said: list[str] = []
 
@@ -68,16 +69,11 @@ def identification(engine, interface: str, binding) -> dict[str, str]:
     id it was identified as, else "") and `identification`: "pending" (not looked yet),
     "unidentified" (looked: no gateway answered, no lease facts) or "identified"; both ""
     for a profile with a zone of its own or a type not identified."""
-    from ..engine import recorded_connection
-    from ..networks.zone import PREFIX_KNOWN, REASON_UNKNOWN, read_seen, subject
-
     reason = binding.reason
     follows = reason in DEFAULT_REASONS or reason.startswith(PREFIX_KNOWN)
     follows = follows or reason in REASON_UNKNOWN.values()
     if not follows or not subject(recorded_connection(binding), engine.compiled):
         return {"network": "", "identification": ""}
-    from ..ifname import interface_index
-
     entry = read_seen(engine.paths.state).get(interface)
     current = entry and entry[:2] == (interface_index(interface), binding.connection_uuid)
     if not current:
@@ -88,10 +84,6 @@ def identification(engine, interface: str, binding) -> dict[str, str]:
 def watch_identifications(service):
     """NetworksChanged whenever the hook (or anyone) records which network an interface is
     on: the desktop agent asks about a new network then. None when it cannot watch."""
-    import asyncio
-
-    from ..networks.zone import SEEN_FILE
-    from .watch import FileWatch
 
     def changed() -> None:
         task = asyncio.get_running_loop().create_task(

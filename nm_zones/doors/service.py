@@ -25,11 +25,33 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 
+from jeepney import (
+    DBusAddress,
+    HeaderFields,
+    MessageFlag,
+    MessageType,
+    new_error,
+    new_method_call,
+    new_method_return,
+    new_signal,
+)
+from jeepney.io.asyncio import open_dbus_connection
+
+from ..backends import choose
+from ..backends.nftables.appsets import keep
+from ..config.load import load
+from ..config.mapfile import set_map_zone
 from ..engine import REASON_DBUS, Engine
 from ..errors import ConfigError, KernelError, UsageError
+from ..ifname import check_interface, interface_index, matches_exempt
 from ..log import to_syslog
+from ..networks.zone import quick_after
+from ..networks.zone import recorded as recorded_network
 from ..paths import Paths, config_fingerprint
+from ..quick import inputs_key
+from ..resolve import Connection, decide_zone, not_allowed
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
 from . import firewalld_sources, networks_bus
@@ -55,6 +77,9 @@ from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
 from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
 from .limits import RefusalLog, bounded_reply, too_large
+from .networks import assign_on_bus
+from .nm import assign, disable, enable
+from .zone_editor import edit_zone, revoke_allowance, zone_details
 
 NM_BUS = "org.freedesktop.NetworkManager"
 NM_PATH = "/org/freedesktop/NetworkManager"
@@ -110,8 +135,6 @@ class Bus:
     every incoming method call to `on_call`."""
 
     def __init__(self, connection):
-        from jeepney import HeaderFields, MessageType
-
         self.connection = connection
         self.unique_name = connection.unique_name
         self._fields, self._types = HeaderFields, MessageType
@@ -132,8 +155,6 @@ class Bus:
         timeout: float = CALL_TIMEOUT,
     ) -> tuple:
         """The body of the reply; BusCallFailed on an error reply."""
-        from jeepney import DBusAddress, new_method_call
-
         message = new_method_call(
             DBusAddress(path, bus_name=destination, interface=interface), method, signature, body
         )
@@ -171,8 +192,6 @@ class Request:
     """One incoming method call."""
 
     def __init__(self, message):
-        from jeepney import HeaderFields, MessageFlag
-
         fields = message.header.fields
         self.message = message
         self.sender: str = fields.get(HeaderFields.sender, "")
@@ -301,8 +320,6 @@ class ZoneService:
 
     def signalled(self, message) -> None:
         """NetworkManager restarted (its name changed owner): its object paths start over."""
-        from jeepney import HeaderFields
-
         if message.header.fields.get(HeaderFields.member) == "DeviceAdded":
             if self.pending.zones and message.body:
                 self.keep(self.device_added(message.body[0]))
@@ -337,8 +354,6 @@ class ZoneService:
         self.keep(self.dispatch(Request(message)))
 
     async def dispatch(self, request: Request) -> None:
-        from jeepney import new_error, new_method_return
-
         def error_reply(name: str, text: str):
             return new_error(request.message, name, "s", (bounded_reply(text, request.body),))
 
@@ -469,9 +484,6 @@ class ZoneService:
     async def nm_profile(self, interface: str):
         """(Connection, the dispatcher variables NM would pass for it) of the profile active
         on `interface`; (Connection(found=False), {}) when NetworkManager knows none."""
-        from ..ifname import interface_index
-        from ..resolve import Connection
-
         try:
             device = await self.nm_device(interface, interface_index(interface))
             active = await self.nm_property(device, NM_DEVICE, "ActiveConnection")
@@ -532,8 +544,6 @@ class ZoneService:
     async def emit(
         self, interface: str, name: str, signature: str = "", body: tuple = (), path=OBJECT_PATH
     ):
-        from jeepney import DBusAddress, new_signal
-
         emitter = DBusAddress(path, interface=interface)
         await self.bus.send(new_signal(emitter, name, signature or None, body))
 
@@ -604,8 +614,6 @@ class ZoneService:
         return await self.bind(zone, interface, adding=False)
 
     async def bind(self, zone: str, interface: str, adding: bool) -> tuple:
-        from ..ifname import interface_index
-
         _check_name(interface)
         if self.paths.disabled:
             return (zone,)
@@ -623,12 +631,6 @@ class ZoneService:
         engine = self.engine()
 
         def work(state):
-            from ..ifname import interface_index, matches_exempt
-            from ..networks.zone import quick_after
-            from ..networks.zone import recorded as recorded_network
-            from ..quick import inputs_key
-            from ..resolve import decide_zone, not_allowed
-
             known = engine.known_zones()
             decision = decide_zone(connection, engine.compiled, known)
             # NetworkManager passes the profile's own zone: that zone has only the
@@ -778,8 +780,6 @@ class ZoneService:
         """runtimeToPermanent for interfaces: the zone a caller set over D-Bus goes into the
         profile of the connection active on it (as `nm-zones assign`); an interface with no
         NetworkManager connection has nowhere to keep it, and the log says so."""
-        from .nm import assign
-
         engine = self.engine()
 
         def work(state):
@@ -831,8 +831,6 @@ class ZoneService:
         return (await self._set_map_zone(key, zone),)
 
     async def _set_map_zone(self, key: str, zone: str) -> list[str]:
-        from ..config.mapfile import set_map_zone
-
         if key not in MAP_KEYS:
             raise FirewallError("INVALID_VALUE", f"{key!r}: one of {', '.join(MAP_KEYS)}")
         if zone not in self.engine().known_zones() and not (zone == "" and key != MAP_KEYS[0]):
@@ -850,9 +848,6 @@ class ZoneService:
         """`nm-zones assign` for a caller polkit allows: the zone goes to the network an
         identified connection without a zone of its own is on (doors/networks.py), else
         into the profile; an active connection's interface switches now."""
-        from .networks import assign_on_bus
-        from .nm import assign
-
         engine = self.engine()
         if zone not in engine.known_zones():
             raise FirewallError("INVALID_ZONE", zone)
@@ -870,8 +865,6 @@ class ZoneService:
 
     async def set_enabled(self, enabled: bool) -> tuple:
         """`nm-zones enable` / `disable` for a caller polkit allows."""
-        from .nm import disable, enable
-
         engine = self.engine()
 
         def action():
@@ -914,8 +907,6 @@ class ZoneService:
 
     async def get_descriptions(self) -> tuple:
         """Every zone with its one-line description."""
-        from ..config.load import load
-
         key = config_fingerprint(self.paths)
         if self._descriptions[0] != key:  # read the zone files again only when one changed
             zones = (await asyncio.to_thread(load, self.paths)).config.zones
@@ -938,9 +929,6 @@ class ZoneService:
     # -- the zone editor of nm-zones-settings (doors/zone_editor.py) -----------------------
 
     async def get_zone(self, zone: str) -> tuple:
-        from ..config.load import load
-        from .zone_editor import zone_details
-
         loaded = await asyncio.to_thread(load, self.paths)
         state = self.engine().state_dir.load()
         try:
@@ -950,23 +938,17 @@ class ZoneService:
 
     async def edit_zone(self, zone: str, what: str, add: bool) -> tuple:
         """`allow|revoke WHAT --zone ZONE --permanent` for a caller polkit allows."""
-        from .zone_editor import edit_zone
-
         return await self._zone_change(
             lambda e, loaded, s: edit_zone(e, loaded, zone, what, add, s)
         )
 
     async def revoke(self, zone: str, interface: str, what: str) -> tuple:
         """`revoke WHAT --interface IFACE` (or `--zone ZONE`), a runtime allowance."""
-        from .zone_editor import revoke_allowance
-
         return await self._zone_change(
             lambda e, loaded, s: revoke_allowance(e, loaded, zone, interface, what, s)
         )
 
     async def _zone_change(self, change) -> tuple:
-        from ..config.load import load
-
         engine = self.engine()
         loaded = await asyncio.to_thread(load, self.paths)
         await self.run_engine(
@@ -1037,8 +1019,6 @@ def fulfilled(engine: Engine) -> None:
 
 
 def _check_name(interface: str) -> None:
-    from ..ifname import check_interface
-
     try:
         check_interface(interface)
     except UsageError as error:
@@ -1047,7 +1027,6 @@ def _check_name(interface: str) -> None:
 
 def _connection_from_settings(settings: dict):
     """resolve.Connection from NetworkManager's GetSettings (a{sa{sv}})."""
-    from ..resolve import Connection
 
     def value(group: str, key: str) -> str | list:
         found = settings.get(group, {}).get(key)
@@ -1123,8 +1102,6 @@ def check_firewalld(enabled_marker: str = FIREWALLD_ENABLED) -> None:
 
 
 async def serve(paths: Paths) -> int:
-    from jeepney.io.asyncio import open_dbus_connection
-
     check_firewalld()
     try:
         connection = await open_dbus_connection("SYSTEM")
@@ -1180,15 +1157,9 @@ async def serve(paths: Paths) -> int:
 def follow_applications(paths: Paths):
     """The application sets kept current (backends/nftables/appsets.py) in a thread while
     the service runs, on the nftables backend; the Event that stops it, or None."""
-    import threading
-
-    from ..backends import choose
-    from ..config.load import load
 
     if choose(load(paths).config.settings.backend)[0] != "nftables":
         return None
-    from ..backends.nftables.appsets import keep
-
     stop = threading.Event()
     threading.Thread(target=keep, args=(paths.state, stop), daemon=True).start()
     return stop

@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..ruleset.allowances import expired
 from ..state import State
 from .allow import Request, check_what, run
-from .cli import DISABLED
+from .common import DISABLED
 
 
 def zone_details(loaded, state: State, name: str) -> dict[str, tuple[str, object]]:

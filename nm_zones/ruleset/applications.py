@@ -19,7 +19,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-import re
 
 from .plan import MATCHES, Spec, make_spec
 
@@ -33,18 +32,6 @@ APPS_NO_EFFECT = (
     "its applications have no effect on the iptables backend (it cannot match a socket's "
     "cgroup; set `backend: nftables`)"
 )
-APP_PATTERN = re.compile(r"^[A-Za-z0-9@._:*?\[\]\\/+-]{1,240}$")
-
-
-def check_app(text: str) -> str:
-    """APP in its canonical form (no leading or trailing `/`), or ValueError saying why."""
-    app = text.strip().strip("/")
-    if not APP_PATTERN.match(app) or ".." in app.split("/") or "//" in app:
-        raise ValueError(
-            f"{text!r} is not an application: give a unit or scope name (wildcards allowed) "
-            "or a cgroup path relative to the cgroup v2 root"
-        )
-    return app
 
 
 def set_name(app: str) -> str:

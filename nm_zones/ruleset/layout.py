@@ -5,7 +5,10 @@ other. See DESIGN.md and ruleset/build.py for the picture.
 
 from __future__ import annotations
 
-FAMILIES = ("ipv4", "ipv6")
+# re-exported: the rest of the house reads them here with the layout
+from ..protocols import FAMILIES as FAMILIES
+from ..protocols import IP_PROTOCOLS as IP_PROTOCOLS
+
 # Built-in chain -> the dispatch chain nm-zones hooks into it, per table.
 HOOKS = {
     "filter": (("INPUT", "nmz-input"), ("FORWARD", "nmz-forward")),
@@ -68,31 +71,6 @@ DISPATCH = {
 ENDED_LABEL = "127"
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 LOG_PREFIX_MAX = 29
-# IP protocols a zone or service may open as a whole, by the names iptables prints.
-IP_PROTOCOLS = {
-    "icmp": 1,
-    "igmp": 2,
-    "ipencap": 4,
-    "tcp": 6,
-    "udp": 17,
-    "ipv6": 41,
-    "gre": 47,
-    "esp": 50,
-    "ah": 51,
-    "ipv6-icmp": 58,
-    "eigrp": 88,
-    "ospf": 89,
-    "etherip": 97,
-    "encap": 98,
-    "pim": 103,
-    "ipcomp": 108,
-    "vrrp": 112,
-    "l2tp": 115,
-    "sctp": 132,
-    "udplite": 136,
-    "mpls-in-ip": 137,
-    "dccp": 33,
-}
 
 
 def source_chain(zone: str, kind: str) -> str:

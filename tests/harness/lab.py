@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pyroute2 import NetNS, netns
 
-from nm_zones.backends.iptables.kernel import current_netns
+from nm_zones.backends.common import current_netns
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.path.join(REPO, "tests", "harness")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...ruleset.layout import FAMILIES, PANIC_TABLE, TABLE_ORDER
 from ...ruleset.plan import TARGET, KernelPlan, uses_match
+from ..views import differs, read_view
 
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
@@ -23,12 +24,10 @@ class IptablesBackend:
         return set(ALL_KEYS if tables is None else tables)
 
     def read_view(self, key) -> dict:
-        from .held import read_view
-
-        return read_view(*key)
+        return read_view(key)
 
     def differs(self, key, recorded) -> bool:
-        return recorded is None or self.read_view(key) != recorded
+        return differs(key, recorded)
 
     def trust(self, views: dict) -> None:
         """Nothing to do: a commit reads its whole table anyway (one getsockopt)."""

@@ -39,35 +39,21 @@ from ...ruleset.layout import (
     is_source_chain,
     uses_goto,
 )
+from ..common import (
+    CommitRefused,
+    check_netns_allowed,
+    enable_forwarding,
+    faults_from_environment,
+)
 from .held import read_view
 from .iptc_env import import_iptc
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
 COMMIT_ATTEMPTS = 8
-REFUSE_NETNS_ENV = "NM_ZONES_REFUSE_NETNS"
-FAULTS_ENV = "NM_ZONES_FAULTS"  # tests only: see Faults
 NO_CHANGE = ((), ())  # a table plan that removes an interface's chains and dispatch rules
 DROP = ("DROP", (), None, None, None, ())  # `-j DROP`, the end of every panic chain
 PANIC_OWNED = frozenset(chain for _, chain, _ in PANIC_CHAINS)
-
-
-class CommitRefused(KernelError):
-    """libiptc or the kernel refused a table (not: the lock could not be had)."""
-
-
-def current_netns() -> str:
-    info = os.stat("/proc/self/ns/net")
-    return f"{info.st_dev}:{info.st_ino}"
-
-
-def check_netns_allowed() -> None:
-    """Tests name the network namespace they run in; nm-zones refuses to change it."""
-    refused = os.environ.get(REFUSE_NETNS_ENV)
-    if refused and current_netns() in refused.split(","):
-        raise KernelError(
-            f"refusing to change netfilter in this network namespace ({REFUSE_NETNS_ENV})"
-        )
 
 
 def xtables_lock(path: str = XTABLES_LOCK, wait: float = LOCK_WAIT_SECONDS):
@@ -102,7 +88,7 @@ class Netfilter:
         self._opened: set[tuple[str, str]] = set()
         # (family, table) -> the view of nm-zones' rules right after this process committed it
         self.views: dict[tuple[str, str], dict] = {}
-        self.faults = Faults(os.environ.get(FAULTS_ENV, ""))
+        self.faults = faults_from_environment()
 
     def _read(self, family: str, name: str):
         """The table as the kernel holds it now, read once (a read copies every rule of
@@ -452,30 +438,6 @@ class Netfilter:
             table.delete_chain(chain)
 
 
-class Faults:
-    """Faults the tests inject through NM_ZONES_FAULTS, to show that every run ends
-    protected whatever stops it: `kill-after-commit=N` (SIGKILL right after the Nth commit
-    of this process), `refuse-chain=CHAIN` (a commit of the interface owning CHAIN fails as
-    if the kernel refused it)."""
-
-    def __init__(self, spec: str):
-        settings = dict(item.partition("=")[::2] for item in spec.split(",") if item)
-        self.kill_after = int(settings.get("kill-after-commit") or 0)
-        self.refused_chain = settings.get("refuse-chain", "")
-        self.commits = 0
-
-    def check(self, owned: frozenset[str]) -> None:
-        if self.refused_chain in owned:
-            raise CommitRefused(f"{self.refused_chain}: refused ({FAULTS_ENV})")
-
-    def after_commit(self) -> None:
-        self.commits += 1
-        if self.kill_after and self.commits >= self.kill_after:
-            import signal
-
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _below_panic(targets: list[str]) -> int:
     """Where a hook of nm-zones goes in its built-in chain: at the top, yet below the panic
     hooks (a zone must never accept what panic mode drops)."""
@@ -502,17 +464,3 @@ def _table_loaded(family: str, name: str) -> bool:
             return name in names.read().split()
     except OSError:
         return True
-
-
-FORWARDING_SYSCTLS = {
-    "ipv4": "/proc/sys/net/ipv4/ip_forward",
-    "ipv6": "/proc/sys/net/ipv6/conf/all/forwarding",
-}
-
-
-def enable_forwarding(families) -> None:
-    """Masquerade and forward-ports to other hosts need it; nm-zones never turns it off
-    (others rely on it)."""
-    for family in families:
-        with open(FORWARDING_SYSCTLS[family], "w") as sysctl:
-            sysctl.write("1\n")

@@ -57,19 +57,10 @@ from ...ruleset.plan import (
     TARGET_OPTIONS,
     Spec,
 )
+from ..common import CommitRefused, check_netns_allowed, enable_forwarding, faults_from_environment
 from .libnft import FAMILY, TABLE, Nft, NftError, list_table
+from .view import HOOK_CHAINS, KEY, read_view, view_differs
 
-KEY = (FAMILY, TABLE)  # the one view this backend records
-# dispatch chain (as the plan names it) -> (its map, the base chain or chain holding the
-# vmap, that chain's declaration, iifname/oifname)
-HOOK_CHAINS = {
-    "nmz-input": ("input", "type filter hook input priority filter; policy accept;"),
-    "nmz-forward": ("forward", "type filter hook forward priority filter; policy accept;"),
-    FORWARD_OUT: (FORWARD_OUT, ""),
-    "nmz-pre": ("nat-prerouting", "type nat hook prerouting priority dstnat; policy accept;"),
-    "nmz-post": ("nat-postrouting", "type nat hook postrouting priority srcnat; policy accept;"),
-    "nmz-raw": ("helpers", "type filter hook prerouting priority filter; policy accept;"),
-}
 # Panic mode (`nm-zones panic on`): base chains of their own, before the zones' (a drop in
 # any base chain is final), dropping everything but loopback: chain -> (hook, what is spared)
 PANIC_CHAINS = {
@@ -488,16 +479,12 @@ class NftablesBackend:
     name = "nftables"
 
     def __init__(self, state_dir: str | None = None):
-        import os
-
-        from ..iptables.kernel import Faults, check_netns_allowed
-
         check_netns_allowed()
         self.nft = Nft()
         self._lister: Nft | None = None
         self.trusted: dict = {}
         self.views: dict[tuple[str, str], dict] = {}
-        self.faults = Faults(os.environ.get("NM_ZONES_FAULTS", ""))
+        self.faults = faults_from_environment()
 
     @property
     def lister(self) -> Nft:
@@ -535,8 +522,6 @@ class NftablesBackend:
         self._change(interface_script(plan, stale=stale), touched)
         self._fill_sets([plan])
         if plan.forwarding:
-            from ..iptables.kernel import enable_forwarding
-
             enable_forwarding(plan.forwarding)
 
     def remove(self, interface: str | None, previous_tables=None) -> None:
@@ -662,8 +647,6 @@ class NftablesBackend:
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
-            from ..iptables.kernel import CommitRefused
-
             raise CommitRefused(f"nftables: {error}") from None
         self.faults.after_commit()
         base = self.views.get(KEY) or self.trusted.get(KEY)
@@ -702,39 +685,6 @@ class NftablesBackend:
 
 
 OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
-
-
-def read_view(key=KEY, chains=None, base: dict | None = None) -> dict:
-    """The view of nm-zones' table ({} when absent): a fingerprint of each chain's rules and
-    one of the maps' elements, and the ruleset's generation id when it was read
-    (backends/nftables/nfnetlink.py); with `base`, only `chains` are read again."""
-    from .nfnetlink import read
-
-    return read(TABLE, HOOK_CHAINS, chains, base)
-
-
-def view_digest(view: dict) -> str:
-    """One fingerprint of a view's chains and elements (its generation id left out)."""
-    from ...digest import fingerprint
-
-    return fingerprint(repr((sorted(view.get("chains", {}).items()), view.get("elements"))))
-
-
-def view_differs(recorded) -> bool:
-    """Whether the table is no longer as `recorded` (None: a commit was under way, so it is
-    unknown). Nothing in nftables changed since when the generation id is the same; else the
-    table itself is read, so other programs' changes to their own tables do not count."""
-    if recorded is None:
-        return True
-    from .nfnetlink import read
-
-    if recorded and recorded.get("generation") == read(TABLE, HOOK_CHAINS)["generation"]:
-        return False
-    current = read_view()
-    return (current.get("chains"), current.get("elements")) != (
-        recorded.get("chains"),
-        recorded.get("elements"),
-    )
 
 
 def parse_listing(text: str):

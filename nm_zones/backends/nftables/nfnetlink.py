@@ -8,31 +8,59 @@ back is a change; nm-zones' rules and chains keep no counters), and the ruleset'
 id, one short message, says whether anything at all changed in nftables since: when it did
 not, nothing needs reading.
 
-Only the socket module's C core is imported (the quick path of every event uses this).
+Only the socket module's C core and struct are imported (the quick path of every event uses
+this): pyroute2's nfnetlink classes would cost a third of a second to import, and it names
+nf_tables' attributes only as strings; the names here are those of linux/netfilter/
+nf_tables.h and linux/netlink.h.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 
+from ...digest import sha256
+
+# linux/netlink.h
 NETLINK_NETFILTER = 12
-NFNL_SUBSYS_NFTABLES = 10
-NFT_MSG_GETTABLE = 1
-NFT_MSG_GETCHAIN, NFT_MSG_GETRULE, NFT_MSG_GETSETELEM, NFT_MSG_GETGEN = 4, 7, 13, 16
-NFPROTO_INET = 1
 NLM_F_REQUEST, NLM_F_DUMP, NLM_F_DUMP_INTR = 0x1, 0x300, 0x10
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-# NFTA_*_TABLE is 1 for chains, rules and element lists; NFTA_CHAIN_NAME and NFTA_RULE_CHAIN
-# are 3 and 2 (a rule message starts with its table and its chain); NFTA_SET_ELEM_LIST_SET 2
-ATTR_TABLE, ATTR_SET, ATTR_RULE_CHAIN, ATTR_NAME = 1, 2, 2, 3
-# what decides a base chain: NFTA_CHAIN_HOOK (hook number, priority, device), _POLICY, _TYPE
-# and _FLAGS; a chain without a hook is a plain chain (its use count and counters change by
-# themselves and are left out)
-BASE_CHAIN_ATTRIBUTES = (4, 5, 7, 10)
-NFTA_CHAIN_HOOK = 4
-ENOENT = 2
+NLA_TYPE_MASK = 0x3FFF  # the type of an attribute, without NLA_F_NESTED and byte order
+# linux/netfilter/nfnetlink.h and linux/netfilter.h
+NFNL_SUBSYS_NFTABLES = 10
+NFPROTO_INET = 1
+NFNETLINK_V0 = 0
+# linux/netfilter/nf_tables.h: enum nf_tables_msg_types
+NFT_MSG_GETTABLE = 1
+NFT_MSG_GETCHAIN = 4
+NFT_MSG_GETRULE = 7
+NFT_MSG_GETSETELEM = 13
+NFT_MSG_GETGEN = 16
+# enum nft_table_attributes, nft_chain_attributes, nft_rule_attributes,
+# nft_set_elem_list_attributes, nft_gen_attributes
+NFTA_TABLE_NAME = 1
+NFTA_CHAIN_TABLE, NFTA_CHAIN_NAME, NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY = 1, 3, 4, 5
+NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS = 7, 10
+NFTA_RULE_TABLE, NFTA_RULE_CHAIN = 1, 2
+NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_LIST_SET = 1, 2
 NFTA_GEN_ID = 1
+# what decides a base chain: its hook (hook number, priority, device), policy, type and
+# flags; a chain without a hook is a plain chain (its use count and counters change by
+# themselves and are left out)
+BASE_CHAIN_ATTRIBUTES = (NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY, NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS)
+ENOENT = 2
 ATTEMPTS = 5
+
+NLMSGHDR = struct.Struct("=IHHII")  # struct nlmsghdr: length, type, flags, seq, pid
+NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id (big endian)
+NLATTR = struct.Struct("=HH")  # struct nlattr: length, type
+ERROR_CODE = struct.Struct("=i")  # struct nlmsgerr starts with the (negative) errno
+GENERATION = struct.Struct(">I")  # NFTA_GEN_ID: a big-endian u32
+
+
+def _align(length: int) -> int:
+    """NLMSG_ALIGN and NLA_ALIGN: netlink pads everything to 4 bytes."""
+    return (length + 3) & ~3
 
 
 class DumpChanged(Exception):
@@ -41,18 +69,22 @@ class DumpChanged(Exception):
 
 def _attributes(data: bytes, offset: int):
     """(type, payload) of each netlink attribute from `offset` on."""
-    while offset + 4 <= len(data):
-        length = int.from_bytes(data[offset : offset + 2], "little")
-        kind = int.from_bytes(data[offset + 2 : offset + 4], "little") & 0x3FFF
-        if length < 4:
+    while offset + NLATTR.size <= len(data):
+        length, kind = NLATTR.unpack_from(data, offset)
+        if length < NLATTR.size:
             return
-        yield kind, data[offset + 4 : offset + length]
-        offset += (length + 3) & ~3
+        yield kind & NLA_TYPE_MASK, data[offset + NLATTR.size : offset + length]
+        offset += _align(length)
 
 
 def _attribute(kind: int, payload: bytes) -> bytes:
-    header = (4 + len(payload)).to_bytes(2, "little") + kind.to_bytes(2, "little")
-    return (header + payload).ljust((4 + len(payload) + 3) & ~3, b"\0")
+    length = NLATTR.size + len(payload)
+    return (NLATTR.pack(length, kind) + payload).ljust(_align(length), b"\0")
+
+
+def _name(kind: int, name: str) -> bytes:
+    """A string attribute, as the kernel takes names: NUL-terminated."""
+    return _attribute(kind, name.encode() + b"\0")
 
 
 class Reader:
@@ -68,41 +100,38 @@ class Reader:
         self.sock.close()
 
     def _request(self, message: int, flags: int, attributes: bytes = b"") -> list[bytes]:
-        """Send one request; the payloads (after nfgenmsg) of every reply message."""
+        """Send one request; the attributes (after nfgenmsg) of every reply message."""
         self.seq += 1
-        body = bytes((NFPROTO_INET, 0, 0, 0)) + attributes
-        header = (16 + len(body)).to_bytes(4, "little")
-        header += ((NFNL_SUBSYS_NFTABLES << 8) | message).to_bytes(2, "little")
-        header += (NLM_F_REQUEST | flags).to_bytes(2, "little")
-        header += self.seq.to_bytes(4, "little") + (0).to_bytes(4, "little")
+        body = NFGENMSG.pack(NFPROTO_INET, NFNETLINK_V0, 0) + attributes
+        kind = (NFNL_SUBSYS_NFTABLES << 8) | message
+        header = NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, NLM_F_REQUEST | flags, self.seq, 0)
         self.sock.send(header + body)
         replies = []
         while True:
             data = self.sock.recv(1 << 20)
             offset = 0
-            while offset + 16 <= len(data):
-                length = int.from_bytes(data[offset : offset + 4], "little")
-                kind = int.from_bytes(data[offset + 4 : offset + 6], "little")
-                message_flags = int.from_bytes(data[offset + 6 : offset + 8], "little")
-                if length < 16:
+            while offset + NLMSGHDR.size <= len(data):
+                length, kind, message_flags, _seq, _pid = NLMSGHDR.unpack_from(data, offset)
+                if length < NLMSGHDR.size:
                     raise OSError("netlink: a malformed reply")
                 if message_flags & NLM_F_DUMP_INTR:
                     raise DumpChanged()
+                payload = offset + NLMSGHDR.size
                 if kind == NLMSG_ERROR:
-                    code = -int.from_bytes(data[offset + 16 : offset + 20], "little", signed=True)
+                    (code,) = ERROR_CODE.unpack_from(data, payload)
                     if code:
-                        raise OSError(code, os.strerror(code))
+                        raise OSError(-code, os.strerror(-code))
                     return replies  # an acknowledgement
                 if kind == NLMSG_DONE:
                     return replies
-                replies.append(data[offset + 20 : offset + length])
-                offset += (length + 3) & ~3
+                replies.append(data[payload + NFGENMSG.size : offset + length])
+                offset += _align(length)
             if not flags & NLM_F_DUMP:
                 return replies
 
     def table_exists(self, table: str) -> bool:
         try:
-            self._request(NFT_MSG_GETTABLE, 0, _attribute(ATTR_TABLE, table.encode() + b"\0"))
+            self._request(NFT_MSG_GETTABLE, 0, _name(NFTA_TABLE_NAME, table))
         except OSError as error:
             if error.errno == ENOENT:
                 return False
@@ -114,7 +143,7 @@ class Reader:
         for payload in self._request(NFT_MSG_GETGEN, 0):
             for kind, value in _attributes(payload, 0):
                 if kind == NFTA_GEN_ID:
-                    return int.from_bytes(value, "big")
+                    return GENERATION.unpack(value)[0]
         raise OSError("netlink: no generation id")
 
     def chain_digests(self, table: str, chains=None) -> dict[str, str]:
@@ -125,18 +154,18 @@ class Reader:
         a rule does."""
 
         wanted = table.encode() + b"\0"
-        name = _attribute(ATTR_TABLE, wanted)
+        name = _name(NFTA_CHAIN_TABLE, table)  # NFTA_RULE_TABLE too: the same number
         found: dict[str, object] = {}
         if chains is None:
             requests = [name]
             for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, name):
                 attributes = dict(_attributes(payload, 0))
-                if attributes.get(ATTR_TABLE) == wanted:
-                    found[_text(attributes.get(ATTR_NAME, b""))] = _chain_digest(attributes)
+                if attributes.get(NFTA_CHAIN_TABLE) == wanted:
+                    found[_text(attributes.get(NFTA_CHAIN_NAME, b""))] = _chain_digest(attributes)
         else:
             requests = []
             for chain in chains:
-                request = name + _attribute(ATTR_NAME, chain.encode() + b"\0")
+                request = name + _name(NFTA_CHAIN_NAME, chain)
                 try:
                     replies = self._request(NFT_MSG_GETCHAIN, 0, request)
                 except OSError as error:
@@ -144,12 +173,12 @@ class Reader:
                         raise
                     continue
                 found[chain] = _chain_digest(dict(_attributes(replies[0], 0)) if replies else {})
-                requests.append(name + _attribute(ATTR_RULE_CHAIN, chain.encode() + b"\0"))
+                requests.append(name + _name(NFTA_RULE_CHAIN, chain))
         for request in requests:
             for payload in self._request(NFT_MSG_GETRULE, NLM_F_DUMP, request):
                 attributes = _attributes(payload, 0)
                 table_attribute, chain_attribute = next(attributes, None), next(attributes, None)
-                if table_attribute != (ATTR_TABLE, wanted) or not chain_attribute:
+                if table_attribute != (NFTA_RULE_TABLE, wanted) or not chain_attribute:
                     continue  # another table's (older kernels do not filter dumps)
                 digest = found.get(_text(chain_attribute[1]))
                 if digest is not None:
@@ -158,12 +187,10 @@ class Reader:
 
     def elements_digest(self, table: str, maps) -> str:
         """A fingerprint of the elements of `maps` (a missing map counts as such)."""
-        from ...digest import sha256
-
-        name = _attribute(ATTR_TABLE, table.encode() + b"\0")
+        name = _name(NFTA_SET_ELEM_LIST_TABLE, table)
         digest = sha256()
         for map_name in maps:
-            request = name + _attribute(ATTR_SET, map_name.encode() + b"\0")
+            request = name + _name(NFTA_SET_ELEM_LIST_SET, map_name)
             try:
                 replies = self._request(NFT_MSG_GETSETELEM, NLM_F_DUMP, request)
             except DumpChanged:
@@ -178,8 +205,6 @@ class Reader:
 def _chain_digest(attributes: dict):
     """A digest started with what decides a base chain (nothing for a plain chain, whose
     fingerprint stays that of its rules alone)."""
-    from ...digest import sha256
-
     digest = sha256()
     if NFTA_CHAIN_HOOK in attributes:
         for kind in BASE_CHAIN_ATTRIBUTES:
