@@ -26,3 +26,12 @@ def unknown_zone(name: str) -> UsageError:
 
 class KernelError(Exception):
     """Netfilter refused a change, or the lock could not be had (exit status 1)."""
+
+
+def describe(error: Exception) -> str:
+    """One line for any error a run can meet: python-iptables', the kernel's, the disk's."""
+    if isinstance(error, OSError) and error.strerror and error.filename:
+        return f"{error.filename}: {error.strerror}"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return " ".join(str(error).split()) or type(error).__name__
