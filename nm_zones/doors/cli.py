@@ -472,10 +472,11 @@ def _kernel_word(held: bool | None) -> str:
 def status_row(engine, state, name: str, binding, root: bool) -> dict:
     """One bound interface as `status` shows it; the kernel is asked only as root."""
     from ..ifname import interface_index
+    from ..state import Status
 
     usable = engine.usable_zone(binding.zone)
     held = None
-    if usable and root and binding.status == "applied":
+    if usable and root and binding.status == Status.APPLIED:
         from ..engine import allowed_for, interface_plan
 
         allowed = allowed_for(state, name, usable.name)

@@ -30,6 +30,7 @@ from ..engine import REASON_DBUS, Engine
 from ..errors import ConfigError, KernelError, UsageError
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
+from ..state import Status
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
 from . import firewalld_sources, networks_bus
@@ -551,7 +552,7 @@ class ZoneService:
         # catch-all binds nothing (as in firewalld)
         active: dict[str, dict[str, list[str]]] = {}
         for name, binding in sorted(engine.state_dir.load().interfaces.items()):
-            if binding.status in ("applied", "applying"):
+            if binding.status in Status.IN_KERNEL:
                 entry = active.setdefault(binding.zone, {"interfaces": []})
                 entry["interfaces"].append(name)
         for name, zone in sorted(self.pending.zones.items()):
@@ -562,7 +563,7 @@ class ZoneService:
 
     async def get_zone_of_interface(self, interface: str) -> tuple:
         binding = self.engine().state_dir.load().interfaces.get(interface)
-        if binding and binding.status in ("applied", "applying"):
+        if binding and binding.status in Status.IN_KERNEL:
             return (binding.zone,)
         return (self.pending.zones.get(interface, ""),)
 
@@ -576,7 +577,7 @@ class ZoneService:
         bound = [
             name
             for name, binding in bindings.items()
-            if binding.zone == zone and binding.status in ("applied", "applying")
+            if binding.zone == zone and binding.status in Status.IN_KERNEL
         ]
         return (sorted(bound + self.pending.in_zone(zone)),)
 
@@ -650,7 +651,7 @@ class ZoneService:
             if matches_exempt(interface, engine.compiled.exempt_interfaces):
                 reason = REASON_DBUS  # a claim: it binds an interface nobody else filters
             old = state.interfaces.get(interface)
-            if adding and old is not None and old.status == "applied":
+            if adding and old is not None and old.status == Status.APPLIED:
                 code = "ZONE_ALREADY_SET" if old.zone == target else "ZONE_CONFLICT"
                 raise FirewallError(code, f"'{interface}' already bound to '{old.zone}'")
             if not interface_index(interface):
@@ -678,7 +679,7 @@ class ZoneService:
 
         def work(state):
             old = state.interfaces.get(interface)
-            if old is None or old.status == "disabled":
+            if old is None or old.status == Status.DISABLED:
                 raise FirewallError("UNKNOWN_INTERFACE", f"'{interface}' is not in any zone")
             if zone and zone != old.zone:
                 raise FirewallError(
@@ -784,7 +785,7 @@ class ZoneService:
 
         def work(state):
             for name, binding in sorted(state.interfaces.items()):
-                if binding.reason != REASON_DBUS or binding.status != "applied":
+                if binding.reason != REASON_DBUS or binding.status != Status.APPLIED:
                     continue
                 if not binding.connection_uuid:
                     log(f"{name}: zone {binding.zone} stays runtime only (no connection)")
