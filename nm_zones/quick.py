@@ -92,12 +92,11 @@ def quick_index(state) -> bytes:
     each table's recorded view."""
     from .backends import quick_token
     from .ruleset.allowances import next_deadline
-    from .state import Status  # loaded already: the state is being written
 
     bound = {
         name: (binding.inputs, binding.ifindex)
         for name, binding in state.interfaces.items()
-        if binding.status == Status.APPLIED and not binding.degraded and binding.inputs
+        if binding.as_decided()
     }
     views = state.kernel
     if not state.catchall_digest or None in views.values():

@@ -89,6 +89,11 @@ class Binding:
         self.inputs = inputs  # what decided it (quick.inputs_key), for the quick path
         self.flows_ended = flows_ended  # open flows its last switch ended (flows.py)
 
+    def as_decided(self) -> bool:
+        """Applied as its inputs decided (not degraded, not interrupted): what the quick
+        path (quick.py) may trust on the next event."""
+        return self.status == Status.APPLIED and not self.degraded and bool(self.inputs)
+
     def table_set(self) -> set[tuple[str, str]]:
         return {(family, table) for family, table in self.tables}
 
