@@ -27,7 +27,7 @@ import signal
 import sys
 
 from ..engine import REASON_DBUS, Engine
-from ..errors import ConfigError, KernelError, UsageError
+from ..errors import NmZonesError, UsageError, describe
 from ..log import to_syslog
 from ..paths import Paths, config_fingerprint
 from ..state import Status
@@ -88,11 +88,11 @@ NM_RESTARTS = (
 )
 
 
-class Refused(Exception):
+class Refused(NmZonesError):
     """The service cannot start; the message says why, on one line."""
 
 
-class BusCallFailed(Exception):
+class BusCallFailed(NmZonesError):
     def __init__(self, name: str, text: str):
         self.name = name
         super().__init__(f"{name}: {text}")
@@ -265,12 +265,8 @@ class ZoneService:
         """Keep what the engine built for the next call; log its changes and warnings."""
         if engine._backend is not None:
             self._backend = engine._backend
-        lines = [str(change) for change in engine.changes]
-        for line in lines:
-            print(f"nm-zones serve: {line}", file=sys.stderr, flush=True)
-        for warning in engine.warnings:
-            print(f"nm-zones serve: {warning}", file=sys.stderr, flush=True)
-        return lines
+        engine.report().show("nm-zones serve", changes_to=sys.stderr, prefix_changes=True)
+        return [str(change) for change in engine.changes]
 
     def locked(self, engine: Engine, work):
         """`work(state)` under the state lock, after what every run does first
@@ -346,17 +342,19 @@ class ZoneService:
         try:
             signature, body = await self.answer(request)
             reply = new_method_return(request.message, signature or None, body)
-        except FirewallError as error:
-            reply = error_reply(ERROR_NAME, str(error))
-        except NotAuthorized as error:
-            reply = error_reply(NOT_AUTHORIZED, str(error))
-        except (UnknownCall, PropertyError) as error:
-            reply = error_reply(error.name, str(error))
         except Exception as error:  # one bad call must not end the service
-            self.log_about(request, f"internal error: {type(error).__name__}: {error}", True)
-            reply = error_reply(ERROR_NAME, f"COMMAND_FAILED: {error}")
+            reply = error_reply(*self.failed_call(request, error))
         if request.wants_reply:
             await self.bus.send(reply)
+
+    def failed_call(self, request: Request, error: Exception) -> tuple[str, str]:
+        """The service's one error handler for calls: the D-Bus error name and text of a
+        refused call, as its error carries them (errors.py); any other error did not mean
+        to answer a caller (a bug, a failure in a handler): logged, answered COMMAND_FAILED."""
+        if isinstance(error, (FirewallError, NotAuthorized, UnknownCall, PropertyError)):
+            return error.bus_name, error.bus_message()
+        self.log_about(request, f"internal error: {type(error).__name__}: {error}", True)
+        return ERROR_NAME, f"COMMAND_FAILED: {error}"
 
     def log_about(self, request: Request, what: str, warning: bool = False) -> None:
         """A line about a caller's call (its arguments shortened), unless the caller has had
@@ -708,16 +706,8 @@ class ZoneService:
 
         try:
             return await asyncio.to_thread(run)
-        except UsageError as error:
-            raise FirewallError(usage_code, str(error)) from None
-        except ConfigError as error:
-            raise FirewallError("INVALID_ZONE", str(error).replace("\n", "; ")) from None
-        except KernelError as error:
-            raise FirewallError("COMMAND_FAILED", str(error)) from None
-        except OSError as error:  # a full disk, a file that cannot be believed
-            from ..engine import describe
-
-            raise FirewallError("COMMAND_FAILED", describe(error)) from None
+        except (NmZonesError, OSError) as error:
+            raise as_firewall_error(error, usage_code) from None
         finally:
             await self.announce(engine)
 
@@ -1020,14 +1010,36 @@ def firewalld_introspection(base: str) -> str:
     return props.with_properties(xml)
 
 
-class NotAuthorized(Exception):
-    pass
+class NotAuthorized(NmZonesError):
+    """polkit said no: firewalld's NotAuthorizedException."""
+
+    bus_name = NOT_AUTHORIZED
+
+    def bus_message(self) -> str:
+        return str(self)
 
 
-class UnknownCall(Exception):
+class UnknownCall(NmZonesError):
+    """A method or interface the service does not have, under the bus's own error name."""
+
     def __init__(self, name: str, text: str):
-        self.name = name
+        self.name = self.bus_name = name
         super().__init__(text)
+
+    def bus_message(self) -> str:
+        return str(self)
+
+
+def as_firewall_error(error: NmZonesError | OSError, usage_code: str) -> FirewallError:
+    """An engine's error as firewalld's: bad input under the code the call names
+    (`usage_code`), any other under its own code (errors.py)."""
+    if isinstance(error, FirewallError):
+        return error
+    if isinstance(error, UsageError):
+        return FirewallError(usage_code, str(error))
+    if isinstance(error, NmZonesError):
+        return FirewallError(error.bus_code, "; ".join(error.lines()))
+    return FirewallError("COMMAND_FAILED", describe(error))  # a full disk, an untrusted file
 
 
 def fulfilled(engine: Engine) -> None:
@@ -1202,9 +1214,6 @@ def main(paths: Paths) -> int:
         return 1
     try:
         return asyncio.run(serve(paths))
-    except Refused as error:
-        log(str(error), warning=True)
-        return 1
-    except (UsageError, ConfigError, KernelError) as error:
-        log(str(error).replace("\n", "; "), warning=True)
+    except NmZonesError as error:  # it cannot start (Refused), or its config cannot be used
+        log("; ".join(error.lines()), warning=True)
         return 1

@@ -4,11 +4,23 @@ per (family, table)."""
 
 from __future__ import annotations
 
+from ...errors import KernelError, converting_errors, describe
 from ...ruleset.layout import FAMILIES, PANIC_TABLE, TABLE_ORDER
 
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
 
+def _library_errors(backend) -> tuple:
+    """python-iptables' own errors (not OSErrors): they end at this edge."""
+    iptc = backend.netfilter.iptc
+    return (iptc.IPTCError, iptc.XTablesError)
+
+
+def _kernel_error(error: Exception) -> KernelError:
+    return KernelError(describe(error))
+
+
+@converting_errors(_library_errors, _kernel_error)
 class IptablesBackend:
     name = "iptables"
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from ...errors import NmZonesError
+
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFT_MSG_GETTABLE = 1
@@ -35,7 +37,7 @@ NFTA_GEN_ID = 1
 ATTEMPTS = 5
 
 
-class DumpChanged(Exception):
+class DumpChanged(NmZonesError):
     """The ruleset changed during a dump (NLM_F_DUMP_INTR): read again."""
 
 
