@@ -8,7 +8,7 @@ backends/iptables/backend.py, netlink's and libnftables' in backends/nftables/ba
 a door needs one handler and never the names of a library's errors.
 
 No dataclasses here: every event imports this module, and building a dataclass costs more
-than the rest of an event's Python code (see README, Performance).
+than the rest of an event's Python code (docs/performance.md).
 """
 
 from __future__ import annotations
