@@ -1044,7 +1044,7 @@ def as_firewall_error(error: NmZonesError | OSError, usage_code: str) -> Firewal
 
 def fulfilled(engine: Engine) -> None:
     """A zone that could not be used as configured is a failed call, though the interface
-    got what stands in for it (engine.py): COMMAND_FAILED says what it got instead."""
+    got what stands in for it (engine/binding.py): COMMAND_FAILED says what it got instead."""
     if engine.unfulfilled:
         raise FirewallError("COMMAND_FAILED", "; ".join(engine.unfulfilled.values()))
 
