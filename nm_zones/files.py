@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 import stat
 
+from .errors import SystemFailure
+
 READ_LIMIT = 64 << 20  # no file nm-zones writes comes near this
 
 
-class UntrustedFile(OSError):
+class UntrustedFile(SystemFailure):
     """A file that exists but must not be believed: not a regular file, or writable by
     someone other than its owner, or owned by someone else."""
 

@@ -96,7 +96,7 @@ def quick_index(state) -> bytes:
     bound = {
         name: (binding.inputs, binding.ifindex)
         for name, binding in state.interfaces.items()
-        if binding.status == "applied" and not binding.degraded and binding.inputs
+        if binding.as_decided()
     }
     views = state.kernel
     if not state.catchall_digest or None in views.values():

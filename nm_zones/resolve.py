@@ -64,6 +64,12 @@ class Connection:
         return f"Connection({self.uuid!r}, {self.id!r}, {self.type!r}, {self.zone!r})"
 
 
+def recorded_connection(binding) -> Connection:
+    """The connection as a binding (state.Binding) remembers it from apply time: the
+    profile may be gone since."""
+    return Connection(binding.connection_uuid, binding.connection_id, binding.connection_type)
+
+
 class Decision:
     __slots__ = ("reason", "warning", "zone")
 

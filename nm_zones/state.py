@@ -25,6 +25,17 @@ LOCK_FILE = "lock"
 LOCK_WAIT_SECONDS = 30.0
 
 
+class Status:
+    """A binding's status, as the state file and `status --json` spell it. APPLYING and
+    REMOVING are the journal: written before the commits, so the next run finishes them."""
+
+    APPLIED = "applied"
+    APPLYING = "applying"
+    REMOVING = "removing"
+    DISABLED = "disabled"  # nm-zones disable took its rules out; enable puts them back
+    IN_KERNEL = (APPLIED, APPLYING)  # statuses whose rules belong in the kernel
+
+
 class Binding:
     """One interface's zone, why it has it, and what was committed for it.
 
@@ -59,7 +70,7 @@ class Binding:
         since: float = 0.0,
         digest: str = "",
         tables: list[list[str]] | None = None,
-        status: str = "applied",
+        status: str = Status.APPLIED,
         degraded: str = "",
         inputs: str = "",
         flows_ended: int = 0,
@@ -73,10 +84,15 @@ class Binding:
         self.since = since
         self.digest = digest  # fingerprint of the rules committed
         self.tables = tables or []  # [family, table] pairs in use
-        self.status = status  # "applying" / "removing": journaled before the commits
+        self.status = status  # Status.APPLYING / REMOVING: journaled before the commits
         self.degraded = degraded  # why the interface runs on a fallback zone, if it does
         self.inputs = inputs  # what decided it (quick.inputs_key), for the quick path
         self.flows_ended = flows_ended  # open flows its last switch ended (flows.py)
+
+    def as_decided(self) -> bool:
+        """Applied as its inputs decided (not degraded, not interrupted): what the quick
+        path (quick.py) may trust on the next event."""
+        return self.status == Status.APPLIED and not self.degraded and bool(self.inputs)
 
     def table_set(self) -> set[tuple[str, str]]:
         return {(family, table) for family, table in self.tables}

@@ -11,6 +11,7 @@ import os
 
 import yaml
 
+from ..errors import NmZonesError
 from ..files import UntrustedFile, open_regular, read_all
 from .model import Problem
 
@@ -105,7 +106,9 @@ class _Converter:
         return mapping
 
 
-class _TooBig(Exception):
+class _TooBig(NmZonesError):
+    """A document past the size limit, at `line` (turned into a Problem below)."""
+
     def __init__(self, line: int):
         self.line = line
 

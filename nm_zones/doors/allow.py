@@ -21,7 +21,7 @@ from ..ruleset.allowances import (
     effective,
     expired,
 )
-from ..state import State
+from ..state import State, Status
 from ..text import duration_text
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -191,7 +191,7 @@ def _reached(request: Request, state: State) -> list[str]:
     return [
         name
         for name, b in sorted(state.interfaces.items())
-        if b.status == "applied" and b.zone == request.zone
+        if b.status == Status.APPLIED and b.zone == request.zone
     ]
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 
+from ..errors import FIREWALLD_EXCEPTION, NmZonesError
+
 BUS_NAME = "org.fedoraproject.FirewallD1"
 OBJECT_PATH = "/org/fedoraproject/FirewallD1"
 MAIN_INTERFACE = "org.fedoraproject.FirewallD1"
 ZONE_INTERFACE = "org.fedoraproject.FirewallD1.zone"
 # nm-zones' own calls (connection zones and the connections map): not firewalld's namespace
 NMZ_INTERFACE = "org.nm_zones.Manager1"
-ERROR_NAME = "org.fedoraproject.FirewallD1.Exception"
+ERROR_NAME = FIREWALLD_EXCEPTION
 NOT_AUTHORIZED = "org.fedoraproject.FirewallD1.NotAuthorizedException"
 
 ACTION_ASSIGN = "org.nm-zones.assign"  # assign a zone to a connection or an interface
@@ -29,15 +31,19 @@ SYSTEM_BUS_SOCKET = "/run/dbus/system_bus_socket"
 CLIENT_TIMEOUT = 60.0
 
 
-class FirewallError(Exception):
+class FirewallError(NmZonesError):
     """An error as firewalld reports it: `CODE: detail` under ERROR_NAME."""
 
     def __init__(self, code: str, detail: str):
         self.code, self.detail = code, detail
+        self.bus_code = code
         super().__init__(f"{code}: {detail}")
 
+    def lines(self) -> list[str]:
+        return [self.detail]
 
-class ServiceError(Exception):
+
+class ServiceError(NmZonesError):
     """The service (or the bus) refused or failed a call; the message is one line."""
 
 

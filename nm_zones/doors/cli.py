@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 
-from ..errors import ConfigError, KernelError, UsageError, unknown_zone
+from ..errors import ConfigError, NmZonesError, UsageError, describe, unknown_zone
 from ..paths import Paths
 from ..text import printable
 from .common import (
@@ -280,11 +280,8 @@ def _run_changes(engine, action, refused_while_disabled: str = "") -> int:
                 raise UsageError(refused_while_disabled)
             action(state)
     finally:
-        for change in engine.changes:
-            print(printable(str(change)))
-        for warning in engine.warnings:
-            print(f"nm-zones: {printable(warning)}", file=sys.stderr)
-    return EXIT_FAILURE if engine.degraded else EXIT_OK
+        engine.report().show("nm-zones", changes_to=sys.stdout)
+    return engine.report().exit_status()
 
 
 def cmd_apply(args) -> int:
@@ -892,33 +889,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as error:
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
-    except UsageError as error:
+    except (NmZonesError, OSError) as error:  # the backends turned their libraries' into these
+        return _failed(error)
+
+
+def _failed(error: NmZonesError | OSError) -> int:
+    """The command's one error handler: what went wrong in one line (a config's problems,
+    one line each), on stderr, and in syslog too when the system failed rather than the
+    caller; the error's exit status (errors.py)."""
+    if isinstance(error, BrokenPipeError):
+        return EXIT_FAILURE  # the reader went away: nobody to tell
+    if isinstance(error, ConfigError):
+        for line in error.lines():
+            print(line, file=sys.stderr)
+        return error.exit_status
+    if isinstance(error, (UsageError, PermissionError)):  # the caller's to mend: not logged
         print(f"nm-zones: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except PermissionError as error:
-        print(f"nm-zones: {error}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KernelError as error:
-        return _failure(f"kernel: {error}")
-    except BrokenPipeError:
-        return EXIT_FAILURE
-    except Exception as error:
-        if not _kernel_or_disk_error(error):
-            raise
-        from ..engine import describe
-
-        return _failure(describe(error))
-
-
-def _kernel_or_disk_error(error: Exception) -> bool:
-    """OSError (a full disk, a file that cannot be believed) or python-iptables' errors."""
-    iptc = sys.modules.get("iptc")
-    iptc_errors = (iptc.IPTCError, iptc.XTablesError) if iptc else ()
-    return isinstance(error, (OSError, *iptc_errors))
+        return getattr(error, "exit_status", EXIT_FAILURE)
+    topic = getattr(error, "topic", "")
+    status = _failure(f"{topic}: {error}" if topic else describe(error))
+    return getattr(error, "exit_status", status)
 
 
 def _failure(message: str) -> int:

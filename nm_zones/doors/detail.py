@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..state import Status
 from ..text import printable
 from .common import (
     EXIT_DISABLED,
@@ -136,7 +137,7 @@ def show_interface(args) -> int:
         return EXIT_DISABLED
     bad = problems or (
         binding is not None
-        and (row["degraded"] or row["kernel"] == "DIFFERS" or row["status"] != "applied")
+        and (row["degraded"] or row["kernel"] == "DIFFERS" or row["status"] != Status.APPLIED)
     )
     return EXIT_FAILURE if bad else EXIT_OK
 
@@ -159,7 +160,7 @@ def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool
         head += f", connection {row['connection']!r}"
     lines.append(head)
     lines.append(f"  kernel:       {row['kernel']}")
-    if row["status"] not in ("applied", "catch-all"):
+    if row["status"] not in (Status.APPLIED, "catch-all"):
         lines.append(f"  state:        {row['status'].upper()}")
     if row["degraded"]:
         lines.append(f"  DEGRADED:     {row['degraded']}")

@@ -50,8 +50,8 @@ def handle(argv: list[str], env: dict) -> int:
             return 0
     try:
         return _run(paths, interface, action, env, inputs)
-    except Exception as error:  # a hook ends in one line, never a traceback
-        from ..engine import describe
+    except Exception as error:  # the hook's one handler: one line, never a traceback
+        from ..errors import describe
         from ..log import to_syslog
 
         message = f"{interface} {action}: {describe(error)}"
@@ -96,9 +96,8 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
                     interface, decision.zone, decision.reason, connection, state, inputs
                 )
         finally:
-            for warning in engine.warnings:
-                print(f"nm-zones: {warning}", file=sys.stderr)
-    return 1 if engine.degraded else 0
+            engine.report().show("nm-zones")  # its changes are in syslog already
+    return engine.report().exit_status()
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ..config.model import ICMP_TYPES
+from ..errors import NmZonesError
 from .busapi import MAIN_INTERFACE
 
 PROPERTIES_INTERFACE = "org.freedesktop.DBus.Properties"
@@ -32,12 +33,15 @@ UNKNOWN_INTERFACE = "org.freedesktop.DBus.Error.UnknownInterface"
 READ_ONLY = "org.freedesktop.DBus.Error.PropertyReadOnly"
 
 
-class PropertyError(Exception):
+class PropertyError(NmZonesError):
     """A D-Bus error other than firewalld's own: (error name, message)."""
 
     def __init__(self, name: str, text: str):
-        self.name = name
+        self.name = self.bus_name = name
         super().__init__(text)
+
+    def bus_message(self) -> str:
+        return str(self)
 
 
 def ipv6_available() -> bool:

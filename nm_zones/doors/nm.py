@@ -11,7 +11,7 @@ from ..engine import Engine, recorded_connection
 from ..errors import UsageError
 from ..ifname import interface_index, matches_exempt
 from ..resolve import Connection, read_connection
-from ..state import State, write_atomically
+from ..state import State, Status, write_atomically
 from ..text import split_terse
 
 NMCLI_TIMEOUT = 20
@@ -146,10 +146,10 @@ def enable(engine: Engine, state: State) -> None:
     for name, binding in sorted(state.interfaces.items()):
         if name in done:
             continue
-        if binding.status == "disabled" and interface_index(name):
-            binding.status = "applied"
+        if binding.status == Status.DISABLED and interface_index(name):
+            binding.status = Status.APPLIED
             connection = recorded_connection(binding)
             engine.apply_interface(name, binding.zone, binding.reason, connection, state)
-        elif binding.status == "disabled":
+        elif binding.status == Status.DISABLED:
             del state.interfaces[name]
     engine.save(state)

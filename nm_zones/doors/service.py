@@ -44,7 +44,7 @@ from ..backends.nftables.appsets import keep
 from ..config.load import load
 from ..config.mapfile import set_map_zone
 from ..engine import REASON_DBUS, Engine
-from ..errors import ConfigError, KernelError, UsageError
+from ..errors import NmZonesError, UsageError, describe
 from ..ifname import check_interface, interface_index, matches_exempt
 from ..log import to_syslog
 from ..networks.zone import quick_after
@@ -52,6 +52,7 @@ from ..networks.zone import recorded as recorded_network
 from ..paths import Paths, config_fingerprint
 from ..quick import inputs_key
 from ..resolve import Connection, decide_zone, not_allowed
+from ..state import Status
 from ..text import shorten, shown_arguments
 from . import firewalld_props as props
 from . import firewalld_sources, networks_bus
@@ -112,11 +113,11 @@ NM_RESTARTS = (
 )
 
 
-class Refused(Exception):
+class Refused(NmZonesError):
     """The service cannot start; the message says why, on one line."""
 
 
-class BusCallFailed(Exception):
+class BusCallFailed(NmZonesError):
     def __init__(self, name: str, text: str):
         self.name = name
         super().__init__(f"{name}: {text}")
@@ -283,12 +284,8 @@ class ZoneService:
         """Keep what the engine built for the next call; log its changes and warnings."""
         if engine._backend is not None:
             self._backend = engine._backend
-        lines = [str(change) for change in engine.changes]
-        for line in lines:
-            print(f"nm-zones serve: {line}", file=sys.stderr, flush=True)
-        for warning in engine.warnings:
-            print(f"nm-zones serve: {warning}", file=sys.stderr, flush=True)
-        return lines
+        engine.report().show("nm-zones serve", changes_to=sys.stderr, prefix_changes=True)
+        return [str(change) for change in engine.changes]
 
     def locked(self, engine: Engine, work):
         """`work(state)` under the state lock, after what every run does first
@@ -360,17 +357,19 @@ class ZoneService:
         try:
             signature, body = await self.answer(request)
             reply = new_method_return(request.message, signature or None, body)
-        except FirewallError as error:
-            reply = error_reply(ERROR_NAME, str(error))
-        except NotAuthorized as error:
-            reply = error_reply(NOT_AUTHORIZED, str(error))
-        except (UnknownCall, PropertyError) as error:
-            reply = error_reply(error.name, str(error))
         except Exception as error:  # one bad call must not end the service
-            self.log_about(request, f"internal error: {type(error).__name__}: {error}", True)
-            reply = error_reply(ERROR_NAME, f"COMMAND_FAILED: {error}")
+            reply = error_reply(*self.failed_call(request, error))
         if request.wants_reply:
             await self.bus.send(reply)
+
+    def failed_call(self, request: Request, error: Exception) -> tuple[str, str]:
+        """The service's one error handler for calls: the D-Bus error name and text of a
+        refused call, as its error carries them (errors.py); any other error did not mean
+        to answer a caller (a bug, a failure in a handler): logged, answered COMMAND_FAILED."""
+        if isinstance(error, (FirewallError, NotAuthorized, UnknownCall, PropertyError)):
+            return error.bus_name, error.bus_message()
+        self.log_about(request, f"internal error: {type(error).__name__}: {error}", True)
+        return ERROR_NAME, f"COMMAND_FAILED: {error}"
 
     def log_about(self, request: Request, what: str, warning: bool = False) -> None:
         """A line about a caller's call (its arguments shortened), unless the caller has had
@@ -561,7 +560,7 @@ class ZoneService:
         # catch-all binds nothing (as in firewalld)
         active: dict[str, dict[str, list[str]]] = {}
         for name, binding in sorted(engine.state_dir.load().interfaces.items()):
-            if binding.status in ("applied", "applying"):
+            if binding.status in Status.IN_KERNEL:
                 entry = active.setdefault(binding.zone, {"interfaces": []})
                 entry["interfaces"].append(name)
         for name, zone in sorted(self.pending.zones.items()):
@@ -572,7 +571,7 @@ class ZoneService:
 
     async def get_zone_of_interface(self, interface: str) -> tuple:
         binding = self.engine().state_dir.load().interfaces.get(interface)
-        if binding and binding.status in ("applied", "applying"):
+        if binding and binding.status in Status.IN_KERNEL:
             return (binding.zone,)
         return (self.pending.zones.get(interface, ""),)
 
@@ -586,7 +585,7 @@ class ZoneService:
         bound = [
             name
             for name, binding in bindings.items()
-            if binding.zone == zone and binding.status in ("applied", "applying")
+            if binding.zone == zone and binding.status in Status.IN_KERNEL
         ]
         return (sorted(bound + self.pending.in_zone(zone)),)
 
@@ -652,7 +651,7 @@ class ZoneService:
             if matches_exempt(interface, engine.compiled.exempt_interfaces):
                 reason = REASON_DBUS  # a claim: it binds an interface nobody else filters
             old = state.interfaces.get(interface)
-            if adding and old is not None and old.status == "applied":
+            if adding and old is not None and old.status == Status.APPLIED:
                 code = "ZONE_ALREADY_SET" if old.zone == target else "ZONE_CONFLICT"
                 raise FirewallError(code, f"'{interface}' already bound to '{old.zone}'")
             if not interface_index(interface):
@@ -680,7 +679,7 @@ class ZoneService:
 
         def work(state):
             old = state.interfaces.get(interface)
-            if old is None or old.status == "disabled":
+            if old is None or old.status == Status.DISABLED:
                 raise FirewallError("UNKNOWN_INTERFACE", f"'{interface}' is not in any zone")
             if zone and zone != old.zone:
                 raise FirewallError(
@@ -709,16 +708,8 @@ class ZoneService:
 
         try:
             return await asyncio.to_thread(run)
-        except UsageError as error:
-            raise FirewallError(usage_code, str(error)) from None
-        except ConfigError as error:
-            raise FirewallError("INVALID_ZONE", str(error).replace("\n", "; ")) from None
-        except KernelError as error:
-            raise FirewallError("COMMAND_FAILED", str(error)) from None
-        except OSError as error:  # a full disk, a file that cannot be believed
-            from ..engine import describe
-
-            raise FirewallError("COMMAND_FAILED", describe(error)) from None
+        except (NmZonesError, OSError) as error:
+            raise as_firewall_error(error, usage_code) from None
         finally:
             await self.announce(engine)
 
@@ -784,7 +775,7 @@ class ZoneService:
 
         def work(state):
             for name, binding in sorted(state.interfaces.items()):
-                if binding.reason != REASON_DBUS or binding.status != "applied":
+                if binding.reason != REASON_DBUS or binding.status != Status.APPLIED:
                     continue
                 if not binding.connection_uuid:
                     log(f"{name}: zone {binding.zone} stays runtime only (no connection)")
@@ -1001,19 +992,41 @@ def firewalld_introspection(base: str) -> str:
     return props.with_properties(xml)
 
 
-class NotAuthorized(Exception):
-    pass
+class NotAuthorized(NmZonesError):
+    """polkit said no: firewalld's NotAuthorizedException."""
+
+    bus_name = NOT_AUTHORIZED
+
+    def bus_message(self) -> str:
+        return str(self)
 
 
-class UnknownCall(Exception):
+class UnknownCall(NmZonesError):
+    """A method or interface the service does not have, under the bus's own error name."""
+
     def __init__(self, name: str, text: str):
-        self.name = name
+        self.name = self.bus_name = name
         super().__init__(text)
+
+    def bus_message(self) -> str:
+        return str(self)
+
+
+def as_firewall_error(error: NmZonesError | OSError, usage_code: str) -> FirewallError:
+    """An engine's error as firewalld's: bad input under the code the call names
+    (`usage_code`), any other under its own code (errors.py)."""
+    if isinstance(error, FirewallError):
+        return error
+    if isinstance(error, UsageError):
+        return FirewallError(usage_code, str(error))
+    if isinstance(error, NmZonesError):
+        return FirewallError(error.bus_code, "; ".join(error.lines()))
+    return FirewallError("COMMAND_FAILED", describe(error))  # a full disk, an untrusted file
 
 
 def fulfilled(engine: Engine) -> None:
     """A zone that could not be used as configured is a failed call, though the interface
-    got what stands in for it (engine.py): COMMAND_FAILED says what it got instead."""
+    got what stands in for it (engine/binding.py): COMMAND_FAILED says what it got instead."""
     if engine.unfulfilled:
         raise FirewallError("COMMAND_FAILED", "; ".join(engine.unfulfilled.values()))
 
@@ -1172,9 +1185,6 @@ def main(paths: Paths) -> int:
         return 1
     try:
         return asyncio.run(serve(paths))
-    except Refused as error:
-        log(str(error), warning=True)
-        return 1
-    except (UsageError, ConfigError, KernelError) as error:
-        log(str(error).replace("\n", "; "), warning=True)
+    except NmZonesError as error:  # it cannot start (Refused), or its config cannot be used
+        log("; ".join(error.lines()), warning=True)
         return 1

@@ -7,7 +7,7 @@ import os
 import time
 
 from ..paths import Paths
-from ..state import StateDir
+from ..state import StateDir, Status
 from ..text import printable
 from .common import (
     EXIT_DISABLED,
@@ -29,7 +29,7 @@ def status_row(engine, state, name: str, binding, root: bool) -> dict:
 
     usable = engine.usable_zone(binding.zone)
     held = None
-    if usable and root and binding.status == "applied":
+    if usable and root and binding.status == Status.APPLIED:
         from ..engine import allowed_for, interface_plan
 
         allowed = allowed_for(state, name, usable.name)
@@ -97,7 +97,7 @@ def show_status(args) -> int:
     if disabled:
         return EXIT_DISABLED
     bad = problems or any(
-        r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != "applied" for r in rows
+        r["degraded"] or r["kernel"] == "DIFFERS" or r["status"] != Status.APPLIED for r in rows
     )
     return EXIT_FAILURE if bad else EXIT_OK
 
@@ -112,7 +112,7 @@ def _status_line(row: dict) -> str:
         line += f"  connection: {row['connection']}"
     if row["flows_ended"]:
         line += f"  flows ended: {row['flows_ended']}"
-    if row["status"] != "applied":
+    if row["status"] != Status.APPLIED:
         line += f"  ({row['status'].upper()})"
     if not row["present"]:
         line += "  (interface gone)"

@@ -19,7 +19,8 @@ import marshal
 import os
 
 from ..files import read_trusted, write_atomically
-from ..resolve import WIRED_TYPES, WIRELESS_TYPES, Decision
+from ..resolve import WIRED_TYPES, WIRELESS_TYPES, Decision, recorded_connection
+from ..state import Status
 
 SEEN_FILE = "networks-seen"
 PREFIX_KNOWN = "known network"
@@ -147,7 +148,7 @@ def recorded(engine, interface: str, connection, decision: Decision, binding) ->
     identification (same connection, same index, its binding's reason a network's);
     else `decision`."""
     kind = subject(connection, engine.compiled)
-    if not kind or binding is None or binding.status not in ("applied", "applying"):
+    if not kind or binding is None or binding.status not in Status.IN_KERNEL:
         return decision
     network_reason = (
         binding.reason.startswith(PREFIX_KNOWN) or binding.reason == REASON_UNKNOWN[kind]
@@ -193,14 +194,13 @@ def _refused(engine, store) -> None:
 def follow(engine, state) -> None:
     """After a known network changed (placed, forgotten): every interface identified on it
     gets the zone that now follows, at once."""
-    from ..engine import recorded_connection
     from ..ifname import interface_index
 
     for interface, (ifindex, uuid, network_id) in sorted(read_seen(engine.paths.state).items()):
         if network_id == UNIDENTIFIED:
             continue
         binding = state.interfaces.get(interface)
-        if binding is None or binding.status != "applied" or binding.connection_uuid != uuid:
+        if binding is None or binding.status != Status.APPLIED or binding.connection_uuid != uuid:
             continue
         if interface_index(interface) != ifindex:
             continue

@@ -10,7 +10,7 @@ it (files.read_trusted).
 
 A zone whose file cannot be loaded is compiled here from its stand-in (the shipped
 definition, else `block`); the reason travels with it, so the engine can keep an interface's
-working rules instead (see engine.py).
+working rules instead (see engine/binding.py).
 """
 
 from __future__ import annotations

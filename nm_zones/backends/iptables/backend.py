@@ -4,6 +4,7 @@ per (family, table)."""
 
 from __future__ import annotations
 
+from ...errors import KernelError, converting_errors, describe
 from ...ruleset.layout import FAMILIES, PANIC_TABLE, TABLE_ORDER
 from ...ruleset.plan import TARGET, KernelPlan, uses_match
 from ..views import differs, read_view
@@ -11,6 +12,17 @@ from ..views import differs, read_view
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
 
+def _library_errors(backend) -> tuple:
+    """python-iptables' own errors (not OSErrors): they end at this edge."""
+    iptc = backend.netfilter.iptc
+    return (iptc.IPTCError, iptc.XTablesError)
+
+
+def _kernel_error(error: Exception) -> KernelError:
+    return KernelError(describe(error))
+
+
+@converting_errors(_library_errors, _kernel_error)
 class IptablesBackend:
     name = "iptables"
 

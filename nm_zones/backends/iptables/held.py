@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from ...digest import fingerprint, sha256
+from ...errors import SystemFailure
 from ...ruleset.layout import PANIC_CHAINS
 
 # getsockopt numbers from <linux/netfilter_ipv4/ip_tables.h> (the same for IPv6)
@@ -41,7 +42,7 @@ ACCEPT, RETURN = -2, -5
 GOTO_FLAG = {"ipv4": (82, 0x02), "ipv6": (131, 0x04)}
 
 
-class ReadError(OSError):
+class ReadError(SystemFailure):
     """The table could not be read (not root, or the kernel refused)."""
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from ...errors import KernelError
+from ...errors import KernelError, NmZonesError, converting_errors, system_failure
 from ...ruleset.allowances import boottime, deadline_of, set_name
 from ...ruleset.layout import (
     CATCHALL_CHAINS,
@@ -95,7 +95,7 @@ PROTOCOL_NAMES[58] = "ipv6-icmp"
 RATE_UNITS = {"s": "second", "sec": "second", "min": "minute", "hour": "hour", "day": "day"}
 
 
-class Untranslatable(ValueError):
+class Untranslatable(NmZonesError, ValueError):
     """A rule spec with something this backend has no nft form for (a bug: say so loudly)."""
 
 
@@ -473,6 +473,7 @@ def plan_script(plan) -> str:
     return "\n".join(table_script() + interface_script(plan, replace=False)) + "\n"
 
 
+@converting_errors(lambda backend: OSError, system_failure)
 class NftablesBackend:
     """nm-zones' rules as one nftables table; see the module's docstring."""
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ctypes
 
+from ...errors import SystemFailure
+
 SONAME = "libnftables.so.1"
 TABLE = "nm-zones"
 FAMILY = "inet"
@@ -23,7 +25,7 @@ OUTPUT_STATELESS = 1 << 2
 OUTPUT_JSON = 1 << 4
 
 
-class NftError(OSError):
+class NftError(SystemFailure):
     """libnftables is missing, or refused a script (the text says why)."""
 
 

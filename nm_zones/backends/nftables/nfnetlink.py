@@ -20,6 +20,7 @@ import os
 import struct
 
 from ...digest import sha256
+from ...errors import NmZonesError
 
 # linux/netlink.h
 NETLINK_NETFILTER = 12
@@ -63,7 +64,7 @@ def _align(length: int) -> int:
     return (length + 3) & ~3
 
 
-class DumpChanged(Exception):
+class DumpChanged(NmZonesError):
     """The ruleset changed during a dump (NLM_F_DUMP_INTR): read again."""
 
 

@@ -1,0 +1,94 @@
+"""What every part of the engine uses: the reasons it records, the table sets it commits,
+and an interface's digest and kernel plan (pure functions of its name, its zone's rules and
+the runtime allowances that reach it)."""
+
+from __future__ import annotations
+
+import time
+
+from ..digest import fingerprint
+from ..resolve import NOT_ALLOWED_MARK, REASON_PROFILE, Connection, read_connection
+from ..ruleset.cache import CompiledConfig
+from ..ruleset.layout import FAMILIES, TABLE_ORDER
+from ..ruleset.plan import ZonePlan, instantiate
+from ..state import Binding, State, Status
+
+REASON_COMMAND = "command line"
+REASON_NM = REASON_PROFILE
+PANIC_WORD = "panic mode"  # what change records and `status` call it
+# a caller on the bus named the zone (Docker for docker0, libvirt for virbr0): such a claim
+# binds even an interface that exempt-interfaces names, since exemption is for interfaces
+# nobody claims; and a broken connections map does not matter to it (doors/service.py)
+REASON_DBUS = "D-Bus call"
+IN_KERNEL = Status.IN_KERNEL  # binding statuses whose rules belong in the kernel
+FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
+ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
+
+
+def allowed_for(state: State, interface: str, zone: str) -> tuple:
+    """The runtime allowances that reach `interface` bound to `zone` (ruleset/allowances.py)."""
+    if not state.allowances:
+        return ()
+    from ..ruleset.allowances import effective
+
+    return effective(state.allowances, interface, zone)
+
+
+def forget_allowances(state: State, interface: str, keep_zone: str = "") -> None:
+    """Drop `interface`'s own allowances (those granted under `keep_zone` stay)."""
+    state.allowances = [
+        a for a in state.allowances if a[0] != interface or (keep_zone and a[1] == keep_zone)
+    ]
+
+
+def interface_digest(interface: str, usable: ZonePlan, allowed: tuple = ()) -> str:
+    """What an interface's rules are a function of: its name, its zone's rules and the
+    allowances that reach it (an interface without any keeps the digest it always had)."""
+    extra = ""
+    if allowed:
+        from ..ruleset.allowances import digest_text
+
+        extra = digest_text(allowed)
+    return fingerprint(f"{interface}\n{usable.digest}{extra}")
+
+
+def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, allowed=()):
+    """The kernel plan of `interface` in zone `usable`, with its allowances' rules."""
+    if not allowed:
+        return instantiate(usable, interface)
+    from ..ruleset.allowances import specs
+
+    extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
+    return instantiate(usable, interface, extra)
+
+
+def profile_to_reread(binding: Binding) -> Connection | None:
+    """The profile of a binding its own zone decided, or one whose zone was refused (a
+    user-editable profile), read again from NetworkManager: the settings may allow or refuse
+    that zone now. None when it cannot be read (the binding keeps its zone, as before)."""
+    if not binding.connection_uuid or not (
+        binding.reason == REASON_NM or NOT_ALLOWED_MARK in binding.reason
+    ):
+        return None
+    connection = read_connection(binding.connection_uuid, binding.connection_id)
+    return connection if connection.found else None
+
+
+def ordered(keys) -> list[tuple[str, str]]:
+    """View keys in commit order: each family's raw, nat, then filter (nftables' one key)."""
+    order = {table: number for number, table in enumerate(TABLE_ORDER)}
+    return sorted(keys, key=lambda key: (key[0], order.get(key[1], -1)))
+
+
+def change_reason(reason: str, old: Binding | None, zone: str) -> str:
+    """What the change record says happened."""
+    if old and old.zone == zone and old.status == Status.APPLIED:
+        return f"{reason}; the zone's rules changed"
+    if old and old.status == Status.APPLYING:
+        return f"{reason}; repairing an interrupted apply"
+    return reason
+
+
+def ms(started: float) -> float:
+    """Milliseconds since `started` (time.monotonic)."""
+    return (time.monotonic() - started) * 1000
