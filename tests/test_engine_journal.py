@@ -141,7 +141,8 @@ def test_an_apply_cut_between_its_tables_is_rebuilt_and_finished(world):
         world.assign("eth9", "work")
     assert world.ipt.content_of("eth9") and V6 not in dict(world.ipt.content_of("eth9"))
     world.ipt.refuse_after(10**6)
-    world.run()
+    engine = world.run()
+    assert not any("another program" in w for w in engine.warnings)  # its own half commit
     assert {key for key, _ in world.ipt.content_of("eth9")} >= {V4, V6}
     assert world.state().interfaces["eth9"].status == "applied"
     assert recorded_matches_kernel(world, world.ipt)
@@ -401,8 +402,10 @@ def test_a_panic_flag_removed_by_hand_lifts_panic_mode(world):
 def test_a_table_rebuilt_in_panic_mode_keeps_panic_rules(world):
     panic(world, True)
     world.ipt.flush_behind_its_back(V6)
+    commits = len(world.ipt.commits)
     world.run()
     assert world.ipt.holds_panic()
+    assert world.ipt.commits[commits:] == [("rebuild", V6)]  # with panic's rules, in one
 
 
 # -- zones that cannot be loaded -----------------------------------------------------------
