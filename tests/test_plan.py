@@ -55,6 +55,14 @@ def test_golden_plan(zone):
     same_as_golden(plan("eth0", zone), f"plan-eth0-{zone}.txt")
 
 
+@pytest.mark.parametrize("zone", ZONES)
+def test_golden_nftables_plan(tmp_path, zone):
+    """The same zones as nftables commits them: with `backend: nftables` set, `plan` prints
+    the script `nft -f` takes (rendered without the kernel)."""
+    (tmp_path / "nm-zones.yaml").write_text("backend: nftables\n")
+    same_as_golden(plan("eth0", zone, str(tmp_path)), f"plan-eth0-{zone}-nftables.txt")
+
+
 def same_as_golden(text: str, name: str) -> None:
     """`text` is the golden file's (NMZ_REGEN_GOLDEN=1 writes it first)."""
     path = os.path.join(GOLDEN, name)
