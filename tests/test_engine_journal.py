@@ -42,6 +42,13 @@ class World:
         self.links.install(monkeypatch)
         self.ipt, self.nft = FakeBackend("iptables"), FakeBackend("nftables")
         patch_open_backend(monkeypatch, {"iptables": self.ipt, "nftables": self.nft})
+        self.fake = self.ipt  # the backend the settings name
+
+    def use(self, name: str) -> FakeBackend:
+        """The settings name this backend, and runs use it."""
+        self.settings(backend=name)
+        self.fake = self.ipt if name == "iptables" else self.nft
+        return self.fake
 
     def settings(self, backend: str) -> None:
         self.write("nm-zones.yaml", f"backend: {backend}\nend-forbidden-flows: false\n")
@@ -55,7 +62,7 @@ class World:
 
     def run(self, action=None, backend: FakeBackend | None = None) -> Engine:
         """One run as a door makes it: under the lock, begin(), then `action(engine, state)`."""
-        engine = Engine(self.paths, backend=backend or self.ipt)
+        engine = Engine(self.paths, backend=backend or self.fake)
         with engine.state_dir.locked():
             state = engine.state_dir.load()
             if engine.begin(state) and action is not None:
@@ -117,21 +124,24 @@ def test_a_switch_changes_the_interface_rules(world):
 # -- interrupted apply and remove ----------------------------------------------------------
 
 
-def test_an_apply_refused_after_its_journal_entry_is_repaired_by_the_next_run(world):
+@pytest.mark.parametrize("which", ["iptables", "nftables"])
+def test_an_apply_refused_after_its_journal_entry_is_repaired_by_the_next_run(world, which):
+    fake = world.use(which)
     world.run()  # the catch-all first: the refusal must hit the interface's commit
-    world.ipt.refuse_next("apply")
+    fake.refuse_next("apply")
     with pytest.raises(KernelError):
         world.assign("eth9", "work")
     journaled = world.state()
     assert journaled.interfaces["eth9"].status == "applying"
-    assert journaled.kernel[V4] is None  # being committed: unknown, not another's change
-    assert not world.ipt.holds_interface("eth9")
+    key = NFT_KEY if which == "nftables" else V4
+    assert journaled.kernel[key] is None  # being committed: unknown, not another's change
+    assert not fake.holds_interface("eth9")
     engine = world.run()
     assert world.state().interfaces["eth9"].status == "applied"
-    assert world.ipt.holds_interface("eth9")
+    assert fake.holds_interface("eth9")
     assert "repairing an interrupted apply" in " ".join(c.reason for c in engine.changes)
     assert not any("another program" in w for w in engine.warnings)  # its own, said quietly
-    assert recorded_matches_kernel(world, world.ipt)
+    assert recorded_matches_kernel(world, fake)
 
 
 def test_an_apply_cut_between_its_tables_is_rebuilt_and_finished(world):
@@ -187,16 +197,19 @@ def test_a_gone_interface_loses_its_rules(world):
 # -- the kernel is the truth ---------------------------------------------------------------
 
 
-def test_a_table_flushed_behind_its_back_is_rebuilt_and_said(world):
+@pytest.mark.parametrize("which", ["iptables", "nftables"])
+def test_a_table_flushed_behind_its_back_is_rebuilt_and_said(world, which):
+    fake = world.use(which)
+    key = NFT_KEY if which == "nftables" else V4
     world.assign("eth9", "home")
-    world.ipt.flush_behind_its_back(V4)
-    commits = len(world.ipt.commits)
+    fake.flush_behind_its_back(key)
+    commits = len(fake.commits)
     engine = world.run()
-    assert world.ipt.commits[commits:] == [("rebuild", V4)]  # that table only, once
-    assert world.ipt.holds_interface("eth9") and world.ipt.holds_interface(None)
+    assert fake.commits[commits:] == [("rebuild", key)]  # that table only, once
+    assert fake.holds_interface("eth9") and fake.holds_interface(None)
     assert engine.degraded
     assert any("changed by another program" in w for w in engine.warnings)
-    assert recorded_matches_kernel(world, world.ipt)
+    assert recorded_matches_kernel(world, fake)
 
 
 def test_a_chain_added_by_another_program_is_rebuilt_away(world):
@@ -351,20 +364,19 @@ def test_an_allowance_without_deadline_stays(world):
 # -- panic mode ----------------------------------------------------------------------------
 
 
-def panic(world, on: bool, backend=None) -> Engine:
-    return world.run(lambda e, s: e.set_panic(s, on, HOW), backend)
+def panic(world, on: bool) -> Engine:
+    return world.run(lambda e, s: e.set_panic(s, on, HOW))
 
 
 @pytest.mark.parametrize("which", ["iptables", "nftables"])
 def test_panic_on_and_off(world, which):
-    fake = world.ipt if which == "iptables" else world.nft
-    world.settings(backend=which)
-    world.assign("eth9", "home", backend=fake)
-    panic(world, True, fake)
+    fake = world.use(which)
+    world.assign("eth9", "home")
+    panic(world, True)
     assert os.path.exists(world.paths.panic_flag) and fake.holds_panic()
     assert panic_recorded(world.state().kernel)  # the views recorded hold it
     assert fake.holds_interface("eth9")  # nothing else changes
-    panic(world, False, fake)
+    panic(world, False)
     assert not os.path.exists(world.paths.panic_flag) and not fake.holds_panic()
     assert recorded_matches_kernel(world, fake)
 
