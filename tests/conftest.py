@@ -119,3 +119,63 @@ def lab(tmp_path, backend):
         yield lab
     finally:
         lab.close()
+
+
+# Test tiers, named by what a test needs (markers registered in pyproject.toml): `pytest -m
+# pure` runs in seconds without root. A module's tier is what its tests need at most; a test
+# that takes the `lab` fixture needs at least network namespaces. A module not listed here is
+# taken to need namespaces, so that `-m pure` never picks up a test that needs root.
+# each tier needs what those before it need
+TIERS = ("pure", "root", "netns", "nm_sandbox", "desktop", "deb")
+MODULE_TIERS = {
+    "test_config.py": "pure",
+    "test_docs.py": "pure",
+    "test_engine_journal.py": "pure",
+    "test_firewalld_api.py": "pure",
+    "test_house.py": "pure",
+    "test_limits.py": "pure",
+    "test_plan.py": "pure",  # its tests that commit take `lab`
+    "test_translations.py": "pure",
+    "test_userzones.py": "pure",
+    "test_zone_editor.py": "pure",
+    "test_ended.py": "netns",
+    "test_everyday.py": "netns",
+    "test_failclosed.py": "netns",
+    "test_failsafe.py": "netns",
+    "test_flows.py": "netns",
+    "test_forward.py": "netns",
+    "test_import.py": "netns",
+    "test_kernel.py": "netns",
+    "test_nftables.py": "netns",
+    "test_panic.py": "netns",
+    "test_sockdiag.py": "netns",
+    "test_sources.py": "netns",
+    "test_applications.py": "nm_sandbox",
+    "test_firewall_cmd.py": "nm_sandbox",
+    "test_firewalld_clients.py": "nm_sandbox",
+    "test_install.py": "nm_sandbox",
+    "test_networks.py": "nm_sandbox",
+    "test_nm.py": "nm_sandbox",
+    "test_service.py": "nm_sandbox",
+    "test_desktop.py": "desktop",
+    "test_desktop_networks.py": "desktop",
+    "test_tray.py": "desktop",
+    "test_deb.py": "deb",
+}
+
+
+def tier_of(item) -> str:
+    """The one tier of a test: its own marker, else the most its module or `lab` needs."""
+    for tier in TIERS:
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    module = MODULE_TIERS.get(os.path.basename(str(item.fspath)), "netns")
+    if "lab" in getattr(item, "fixturenames", ()) and module == "pure":
+        return "netns"
+    return module
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(tier_of(item))

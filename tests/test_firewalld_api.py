@@ -199,6 +199,7 @@ def test_object_numbers_stay_with_their_zone():
     assert numbers.name(f"{firewalld_config.CONFIG_PATH}/zone/99") is None
 
 
+@pytest.mark.root  # install refuses paths root does not own
 def test_the_direct_action_is_installed_and_never_kept(tmp_path):
     """`nm-zones install` (and the Debian package, from the same file) ships
     org.nm-zones.direct with auth_admin: each passthrough by a user asks again."""

@@ -51,8 +51,18 @@ def parts(text: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("zone", ZONES)
-def test_golden_plan(zone):
-    same_as_golden(plan("eth0", zone), f"plan-eth0-{zone}.txt")
+def test_golden_plan(tmp_path, zone):
+    """Named, not `auto`: where the kernel has no legacy x_tables, auto would print nftables'."""
+    (tmp_path / "nm-zones.yaml").write_text("backend: iptables\n")
+    same_as_golden(plan("eth0", zone, str(tmp_path)), f"plan-eth0-{zone}.txt")
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_golden_nftables_plan(tmp_path, zone):
+    """The same zones as nftables commits them: with `backend: nftables` set, `plan` prints
+    the script `nft -f` takes (rendered without the kernel)."""
+    (tmp_path / "nm-zones.yaml").write_text("backend: nftables\n")
+    same_as_golden(plan("eth0", zone, str(tmp_path)), f"plan-eth0-{zone}-nftables.txt")
 
 
 def same_as_golden(text: str, name: str) -> None:

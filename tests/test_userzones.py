@@ -103,6 +103,7 @@ def test_without_settings_no_zone_is_allowed_to_a_user_owned_profile():
     assert decide_zone(owned, Bare(), ZONES).zone == "public"
 
 
+@pytest.mark.root  # a keyfile is believed only when root's
 def test_permissions_are_read_from_the_keyfile(tmp_path):
     keyfile = tmp_path / "lan.nmconnection"
     keyfile.write_text(
