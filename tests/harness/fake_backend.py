@@ -243,9 +243,9 @@ class FakeBackend:
     def _content(self, plan, key) -> str:
         """The fingerprint of what the plan puts under `key` ("" when nothing)."""
         if self.name == "nftables":
-            parts = {k: v for k, v in plan.tables.items() if v}
+            parts = {k: v for k, v in plan.chains_by_table.items() if v}
         else:
-            parts = {key: plan.tables[key]} if key in plan.tables else {}
+            parts = {key: plan.chains_by_table[key]} if key in plan.chains_by_table else {}
         return fingerprint(repr(sorted(parts.items()))) if parts else ""
 
     def _empty(self, key) -> dict:
