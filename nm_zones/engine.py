@@ -261,7 +261,7 @@ class Engine:
             self._record_unchanged(state, old, reason, connection, degraded, inputs)
             return None
         started = time.monotonic()
-        plan = interface_plan(self.compiled, interface, usable, allowed)
+        plan = interface_plan(self.compiled, interface, usable, allowed, self.paths)
         binding = Binding(
             zone=usable.name,
             reason=reason,
@@ -611,7 +611,7 @@ class Engine:
             allowed = allowed_for(state, name, usable.name)
             if interface_digest(name, usable, allowed) != binding.digest:
                 binding.digest = ""  # its other tables may be older: apply it whole again
-            plans.append(interface_plan(self.compiled, name, usable, allowed))
+            plans.append(interface_plan(self.compiled, name, usable, allowed, self.paths))
         self.backend.rebuild(key, plans, self.panic)
         self._keep_entries()
         self.save(state)
@@ -802,11 +802,20 @@ def interface_digest(interface: str, usable: ZonePlan, allowed: tuple = ()) -> s
     return fingerprint(f"{interface}\n{usable.digest}{extra}")
 
 
-def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, allowed=()):
-    """The kernel plan of `interface` in zone `usable`, with its allowances' rules."""
+def interface_plan(
+    compiled: CompiledConfig, interface: str, usable: ZonePlan, allowed=(), paths=None
+):
+    """The kernel plan of `interface` in zone `usable`, with its allowances' rules (a
+    runtime masquerade or forward port: the zone compiled with it, from the files at `paths`,
+    ruleset/runtime_features.py)."""
     if not allowed:
         return instantiate(usable, interface)
     from .ruleset.allowances import specs
+    from .ruleset.runtime_features import split, variant_plan
+
+    features, allowed = split(allowed)
+    if features and paths is not None:
+        usable = variant_plan(paths, usable, features)
 
     extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
     return instantiate(usable, interface, extra)

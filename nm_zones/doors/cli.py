@@ -308,8 +308,14 @@ def _with_runtime_allowances(ruleset, config):
     if not allowed:
         return ruleset
     from ..ruleset.allowances import specs
-    from ..ruleset.build import service_specs, with_allowances
+    from ..ruleset.build import compile_interface, service_specs, with_allowances
     from ..ruleset.layout import FAMILIES
+    from ..ruleset.runtime_features import split, with_features
+
+    features, allowed = split(allowed)
+    if features and ruleset.zone in config.zones:  # a runtime masquerade or forward port
+        zone = with_features(config.zones[ruleset.zone], features)
+        ruleset = compile_interface(ruleset.interface, zone, config)
 
     services = {name: service_specs(service) for name, service in config.services.items()}
     return with_allowances(ruleset, {f: specs(allowed, services, f) for f in FAMILIES})
@@ -479,7 +485,8 @@ def status_row(engine, state, name: str, binding, root: bool) -> dict:
         from ..engine import allowed_for, interface_plan
 
         allowed = allowed_for(state, name, usable.name)
-        held = engine.backend.holds(interface_plan(engine.compiled, name, usable, allowed))
+        plan = interface_plan(engine.compiled, name, usable, allowed, engine.paths)
+        held = engine.backend.holds(plan)
     return {
         "interface": name,
         "zone": binding.zone,
