@@ -8,7 +8,11 @@ answer so yet; the second list shrinks into the first as the service gains firew
 
 from __future__ import annotations
 
+import secrets
+import subprocess
+
 import pytest
+from pyroute2 import NetNS, netns
 
 from tests.harness.firewalld import (
     FirewallD,
@@ -18,7 +22,10 @@ from tests.harness.firewalld import (
     python_env,
 )
 from tests.harness.lab import wait_for
-from tests.test_firewalld_clients import sandbox  # noqa: F401 - the sandbox on a backend
+from tests.test_firewalld_clients import (
+    peer_web,
+    sandbox,  # noqa: F401 - the sandbox on a backend
+)
 from tests.test_service import (
     nm,  # noqa: F401 - the sandbox fixture
     reload_bus_config,
@@ -63,6 +70,25 @@ SAME = (
     ("--zone=home", "--query-port=9090/tcp"),
     ("--zone=home", "--query-masquerade"),
     ("--zone=home", "--list-forward-ports"),
+    # runtime masquerade and forward ports: runtime allowances too (ruleset/runtime_features.py)
+    ("--zone=home", "--add-masquerade"),
+    ("--zone=home", "--add-masquerade"),  # ALREADY_ENABLED: a warning, exit 0
+    ("--zone=home", "--query-masquerade"),
+    ("--zone=home", "--remove-masquerade"),
+    ("--zone=home", "--remove-masquerade"),  # NOT_ENABLED: a warning, exit 0
+    ("--zone=home", "--query-masquerade"),
+    ("--zone=home", "--add-forward-port=port=2222:proto=tcp:toport=22"),
+    ("--zone=home", "--add-forward-port=port=2222:proto=tcp:toport=22"),
+    ("--zone=home", "--query-forward-port=port=2222:proto=tcp:toport=22"),
+    ("--zone=home", "--list-forward-ports"),
+    ("--zone=home", "--add-forward-port=port=2223:proto=udp:toport=53:toaddr=10.78.1.2"),
+    ("--zone=home", "--list-forward-ports"),
+    ("--zone=home", "--remove-forward-port=port=2222:proto=tcp:toport=22"),
+    ("--zone=home", "--remove-forward-port=port=2222:proto=tcp:toport=22"),
+    ("--zone=home", "--remove-forward-port=port=2223:proto=udp:toport=53:toaddr=10.78.1.2"),
+    ("--zone=home", "--query-forward-port=port=2222:proto=tcp:toport=22"),
+    ("--zone=home", "--add-forward-port=port=2222:proto=tcp:toport=99999"),
+    ("--zone=home", "--add-forward-port=port=2222:proto=tcp:toaddr=no-address"),
     # interfaces; a new default zone leaves an explicitly bound interface where it is
     ("--zone=work", "--change-interface=ethz0"),
     ("--get-zone-of-interface=ethz0",),
@@ -116,11 +142,6 @@ NOT_YET = (
     ("--get-services",),  # the catalogs differ (nm-zones ships fewer, and minecraft, pptp)
     ("--list-all-zones",),  # the zones above, and home, internal and work add ipp-client
     ("--zone=home", "--list-services"),  # ipp-client
-    # nm-zones changes masquerade and forward ports in zone files only: at runtime, an error
-    ("--zone=home", "--add-masquerade"),
-    ("--zone=home", "--remove-masquerade"),
-    ("--zone=home", "--add-forward-port=port=2222:proto=tcp:toport=22"),
-    ("--zone=home", "--remove-forward-port=port=2222:proto=tcp:toport=22"),
     # a service of the zone's file is removed with --permanent: at runtime, an error
     ("--zone=home", "--remove-service=ssh"),
     # nm-zones has no rich rules: an error, never a silent success
@@ -178,8 +199,6 @@ def test_firewall_cmd_answers_as_against_firewalld(nm, root):  # noqa: F811
     # what nm-zones does not do fails with a firewalld code and says why
     rich = refused[NOT_YET[-1]]
     assert rich[0] == 122 and rich[2] == "Error: INVALID_RULE: nm-zones has no rich rules"
-    masquerade = refused[("--zone=home", "--add-masquerade")]
-    assert masquerade[0] == 129 and "--permanent, then --reload" in masquerade[2]
     ssh = refused[("--zone=home", "--remove-service=ssh")]
     assert ssh[0] == 129 and "comes with the file of zone 'home'" in ssh[2]
 
@@ -334,3 +353,95 @@ def test_firewall_cmd_sources_answer_as_against_firewalld(nm, root):  # noqa: F8
     serve.wait()
     for command, want, have in zip(SOURCES_SAME, expected, got, strict=True):
         assert have == want, f"firewall-cmd {' '.join(command)}: serve {have}, firewalld {want}"
+
+
+@pytest.fixture
+def inner(sandbox):  # noqa: F811
+    """A host behind the sandbox (its own namespace, 10.79.0.2, routed through inz0, which no
+    zone claims): what the sandbox forwards to the peer comes from here."""
+    name = f"nmz-inner-{secrets.token_hex(3)}"
+    netns.create(name)
+    with NetNS(name) as ns:
+        ns.link("add", ifname="g0", kind="veth", peer={"ifname": "inz0"})
+        ns.link("set", index=ns.link_lookup(ifname="inz0")[0], net_ns_pid=sandbox.pid)
+        index = ns.link_lookup(ifname="g0")[0]
+        ns.addr("add", index=index, address="10.79.0.2", prefixlen=24)
+        ns.link("set", index=index, state="up")
+        ns.route("add", dst="default", gateway="10.79.0.1")
+    sandbox.run(["ip", "address", "add", "10.79.0.1/24", "dev", "inz0"])
+    sandbox.run(["ip", "link", "set", "inz0", "up"])
+    yield name
+    netns.remove(name)
+
+
+def fetched_from(namespace: str, address: str) -> str:
+    request = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | /bin/busybox nc -w 3 {address} 8080"
+    command = ["ip", "netns", "exec", namespace, "/bin/sh", "-c", request]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30).stdout
+
+
+@pytest.mark.both_backends
+def test_runtime_masquerade_and_forward_ports(sandbox, root, backend, inner, tmp_path):  # noqa: F811
+    """firewall-cmd's runtime --add-masquerade: a host behind the sandbox reaches the peer
+    (which has no route back to it) while it is on, and not after --remove-masquerade;
+    --add-forward-port: the peer reaches ssh on port 2222 over IPv4 and IPv6, until
+    --remove-forward-port, a reload, or its timeout."""
+    nm = sandbox  # noqa: F811
+    nm.serve()
+    link = nm.add_veth()
+    nm.add_connection(link, "lan", "connection.zone", "work")
+    nm.nmcli("connection", "up", "lan")
+    nm.wait_zone(link.name, "work")
+    nm.listen(tcp=(22,), udp=())
+    nm.wait_reachable(link)
+    peer_web(nm, str(tmp_path))
+    fw = firewall_cmd_runner(nm, root)
+
+    def reach(port: int) -> list[str]:
+        specs = [{"kind": "tcp", "address": a, "port": port} for a in (link.ipv4, link.ipv6)]
+        return nm.probe(specs)
+
+    opened, closed = ["accepted"] * 2, ["rejected"] * 2
+    assert "from the peer" not in fetched_from(inner, link.peer_ipv4)
+    fw("--zone=work", "--add-masquerade")
+    assert fw("--zone=work", "--query-masquerade") == "yes"
+    wait_for(
+        lambda: "from the peer" in fetched_from(inner, link.peer_ipv4),
+        10,
+        what=f"the inner host to reach the peer\n{kernel_text(nm, backend)}",
+    )
+    fw("--zone=work", "--remove-masquerade")
+    assert "masquerade" not in kernel_text(nm, backend).lower()
+    assert "from the peer" not in fetched_from(inner, link.peer_ipv4)
+
+    assert reach(2222) == closed
+    fw("--zone=work", "--add-forward-port=port=2222:proto=tcp:toport=22")
+    assert reach(2222) == opened
+    fw("--zone=work", "--remove-forward-port=port=2222:proto=tcp:toport=22")
+    assert reach(2222) == closed
+    fw("--zone=work", "--add-forward-port=port=2222:proto=tcp:toport=22")
+    fw("--reload")
+    assert reach(2222) == closed
+    fw("--zone=work", "--add-forward-port=port=2222:proto=tcp:toport=22", "--timeout=3s")
+    assert reach(2222) == opened
+    wait_for(lambda: reach(2222) == closed, 30, interval=0.5, what="the timeout to end")
+    assert fw("--zone=work", "--list-forward-ports") == ""
+    # made permanent: in the zone's file, through a reload
+    fw("--zone=work", "--add-forward-port=port=2222:proto=tcp:toport=22")
+    fw("--zone=work", "--add-masquerade")
+    fw("--runtime-to-permanent")
+    fw("--reload")
+    assert reach(2222) == opened
+    written = nm.sh("cat /etc/nm-zones/zones.d/work.yaml").stdout
+    assert "masquerade: true" in written and "to-port: 22" in written, written
+
+
+def firewall_cmd_runner(sandboxed, root):
+    """firewall-cmd against whatever owns the name in `sandboxed`; its output, exit 0."""
+
+    def fw(*args: str) -> str:
+        result = sandboxed.run(firewall_cmd(root, *args), check=False, env=python_env(root))
+        assert result.returncode == 0, f"firewall-cmd {' '.join(args)}: {result}"
+        return result.stdout.strip()
+
+    return fw

@@ -258,8 +258,14 @@ def _with_runtime_allowances(ruleset, config):
     if not allowed:
         return ruleset
     from ..ruleset.allowances import specs
-    from ..ruleset.build import service_specs, with_allowances
+    from ..ruleset.build import compile_interface, service_specs, with_allowances
     from ..ruleset.layout import FAMILIES
+    from ..ruleset.runtime_features import split, with_features
+
+    features, allowed = split(allowed)
+    if features and ruleset.zone in config.zones:  # a runtime masquerade or forward port
+        zone = with_features(config.zones[ruleset.zone], features)
+        ruleset = compile_interface(ruleset.interface, zone, config)
 
     services = {name: service_specs(service) for name, service in config.services.items()}
     return with_allowances(ruleset, {f: specs(allowed, services, f) for f in FAMILIES})

@@ -4,9 +4,9 @@ services, ports, masquerade and forward ports of a zone (`zone.addPort` and the 
 
 A runtime port or service is an nm-zones runtime allowance for the whole zone (the machinery
 of `nm-zones allow`, doors/allow.py): an ACCEPT rule in every interface of the zone, with a
-timeout expiring in the kernel itself; it ends with `reload`, as in firewalld. nm-zones has
-no runtime masquerade or forward ports: those are changed with `--permanent` and a reload,
-and a runtime call says so with a firewalld error code (never a silent success). Errors carry
+timeout expiring in the kernel itself; it ends with `reload`, as in firewalld. A runtime
+masquerade or forward port is such an allowance too: the zone's interfaces are committed as if
+its file had it (ruleset/runtime_features.py). Errors carry
 firewalld's codes and wording, so that firewall-cmd turns ALREADY_ENABLED and NOT_ENABLED
 into warnings as it does against firewalld.
 """
@@ -20,16 +20,13 @@ from ..config.load import load
 from ..config.zonefile import edit_zone_file
 from ..errors import ConfigError, UsageError
 from ..ruleset.allowances import expired
+from ..ruleset.runtime_features import MASQUERADE, forward_fields, forward_what, is_feature
 from . import allow
 from .allow import check_what
 from .busapi import ACTION_CONFIGURE, MAIN_INTERFACE, ZONE_INTERFACE, FirewallError
 from .firewalld_config import settings_dict
 from .firewalld_sources import Sources  # the zone files' and the runtime's
 
-RUNTIME_ONLY_PERMANENT = (
-    "nm-zones changes masquerade and forward ports in the zone's file only: use "
-    "firewall-cmd --permanent, then --reload"
-)
 # what nm-zones does not do, each refused with a firewalld code firewall-cmd knows
 UNSUPPORTED = {
     "addRichRule": ("INVALID_RULE", "nm-zones has no rich rules"),
@@ -89,7 +86,7 @@ class RuntimeZones:
             (ZONE_INTERFACE, "getForwardPorts"): ("s", "aas", None, s.get_forward_ports),
             (ZONE_INTERFACE, "queryForwardPort"): ("sssss", "b", None, s.query_forward_port),
             (ZONE_INTERFACE, "addForwardPort"): ("sssssi", "s", configure, s.add_forward_port),
-            (ZONE_INTERFACE, "removeForwardPort"): ("sssss", "s", configure, s.refuse_forward),
+            (ZONE_INTERFACE, "removeForwardPort"): ("sssss", "s", configure, s.remove_forward_port),
         }
         for name, (code, why) in UNSUPPORTED.items():
             interface = MAIN_INTERFACE if name == "enableLockdown" else ZONE_INTERFACE
@@ -130,7 +127,7 @@ class RuntimeZones:
 
     async def _services(self, zone: str) -> list[str]:
         found = await self._zone(zone)
-        extra = [w for w in self._runtime(found.name) if "/" not in w]
+        extra = [w for w in self._runtime(found.name) if "/" not in w and not is_feature(w)]
         return list(dict.fromkeys([*found.services, *extra]))
 
     async def _ports(self, zone: str) -> list[str]:
@@ -153,6 +150,8 @@ class RuntimeZones:
         settings["services"] = ("as", await self._services(found.name))
         ports = [tuple(p.split("/")) for p in await self._ports(found.name)]
         settings["ports"] = ("a(ss)", ports)
+        settings["masquerade"] = ("b", await self._masquerade(found))
+        settings["forward_ports"] = ("a(ssss)", await self._forwards(found, settings))
         (sources,) = await Sources(self.service).get_sources(found.name)
         if sources:
             settings["sources"] = ("as", sources)
@@ -170,8 +169,17 @@ class RuntimeZones:
     async def query_port(self, zone: str, port: str, protocol: str) -> tuple:
         return (port_text(port, protocol) in await self._ports(zone),)
 
+    async def _masquerade(self, found) -> bool:
+        return found.masquerade or MASQUERADE in self._runtime(found.name)
+
+    async def _forwards(self, found, settings: dict) -> list[tuple[str, ...]]:
+        """The zone file's forward ports (as its settings give them), then the runtime's."""
+        runtime = [forward_fields(w) for w in self._runtime(found.name) if is_feature(w)]
+        filed = [tuple(f) for f in settings["forward_ports"][1]]
+        return list(dict.fromkeys([*filed, *runtime]))
+
     async def query_masquerade(self, zone: str) -> tuple:
-        return ((await self._zone(zone)).masquerade,)
+        return (await self._masquerade(await self._zone(zone)),)
 
     async def get_forward_ports(self, zone: str) -> tuple:
         (settings,) = await self.get_zone_settings2(zone)
@@ -254,29 +262,62 @@ class RuntimeZones:
 
     async def add_masquerade(self, zone: str, timeout: int) -> tuple:
         found = await self._zone(zone)
-        if found.masquerade:
+        if await self._masquerade(found):
             raise FirewallError("ALREADY_ENABLED", f"masquerade already enabled in '{found.name}'")
-        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+        await self._allow(found.name, MASQUERADE, timeout, grant=True)
+        await self.service.emit(ZONE_INTERFACE, "MasqueradeAdded", "si", (found.name, timeout))
+        return (found.name,)
 
     async def remove_masquerade(self, zone: str) -> tuple:
         found = await self._zone(zone)
-        if not found.masquerade:
+        if MASQUERADE not in self._runtime(found.name):
+            if found.masquerade:
+                raise FirewallError("INVALID_COMMAND", in_file("masquerade", found.name))
             raise FirewallError("NOT_ENABLED", f"masquerade not enabled in '{found.name}'")
-        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+        await self._allow(found.name, MASQUERADE, 0, grant=False)
+        await self.service.emit(ZONE_INTERFACE, "MasqueradeRemoved", "s", (found.name,))
+        return (found.name,)
 
     async def add_forward_port(self, zone, port, protocol, to_port, to_addr, timeout) -> tuple:
         name = self._zone_name(zone)
+        what = self._check_forward(port, protocol, to_port, to_addr)
         if (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
             text = f"'{port}:{protocol}:{to_port}:{to_addr}' already in '{name}'"
             raise FirewallError("ALREADY_ENABLED", text)
-        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+        await self._allow(name, what, timeout, grant=True)
+        body = (name, port, protocol, to_port, to_addr, timeout)
+        await self.service.emit(ZONE_INTERFACE, "ForwardPortAdded", "sssssi", body)
+        return (name,)
 
-    async def refuse_forward(self, zone, port, protocol, to_port, to_addr) -> tuple:
+    async def remove_forward_port(self, zone, port, protocol, to_port, to_addr) -> tuple:
         name = self._zone_name(zone)
-        if not (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
-            text = f"'{port}:{protocol}:{to_port}:{to_addr}' not in '{name}'"
-            raise FirewallError("NOT_ENABLED", text)
-        raise FirewallError("INVALID_COMMAND", RUNTIME_ONLY_PERMANENT)
+        what = forward_what(port, protocol, to_port, to_addr)
+        text = f"'{port}:{protocol}:{to_port}:{to_addr}'"
+        if what not in self._runtime(name):
+            if (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
+                raise FirewallError("INVALID_COMMAND", in_file(text.strip("'"), name))
+            raise FirewallError("NOT_ENABLED", f"{text} not in '{name}'")
+        await self._allow(name, what, 0, grant=False)
+        body = (name, port, protocol, to_port, to_addr)
+        await self.service.emit(ZONE_INTERFACE, "ForwardPortRemoved", "sssss", body)
+        return (name,)
+
+    @classmethod
+    def _check_forward(cls, port: str, protocol: str, to_port: str, to_addr: str) -> str:
+        """firewalld's checks of a forward port, then its allowance's name."""
+        import ipaddress
+
+        cls._check_port(port, protocol)
+        if not to_port and not to_addr:
+            raise FirewallError("INVALID_FORWARD", "port or address needed")
+        if to_port and not (to_port.isdigit() and 1 <= int(to_port) <= 65535):
+            raise FirewallError("INVALID_PORT", to_port)
+        if to_addr:
+            try:
+                ipaddress.ip_address(to_addr)
+            except ValueError:
+                raise FirewallError("INVALID_ADDR", to_addr) from None
+        return forward_what(port, protocol, to_port, to_addr)
 
     async def complete_reload(self) -> tuple:
         """firewalld's reload with its modules unloaded: nm-zones has none to unload, so a
@@ -285,7 +326,8 @@ class RuntimeZones:
         return ()
 
     async def runtime_to_permanent(self) -> tuple:
-        """Every zone-wide runtime port and service without a timeout into its zone's file
+        """Every zone-wide runtime port, service, masquerade and forward port without a
+        timeout into its zone's file
         (the admin's zones.d, as `allow --permanent`); the zones callers set on interfaces
         over D-Bus become NetworkManager's (the profile's connection.zone, as `assign`),
         so both survive `reload`."""
@@ -293,7 +335,9 @@ class RuntimeZones:
         state = engine.state_dir.load()
         paths = self.service.paths
         for owner, zone, what, deadline, *_ in state.allowances:
-            if owner == "" and deadline == 0:
+            if owner == "" and deadline == 0 and is_feature(what):
+                await self._feature_to_permanent(zone, what)
+            elif owner == "" and deadline == 0:
                 key = "ports" if "/" in what else "services"
                 try:
                     await asyncio.to_thread(edit_zone_file, paths, zone, key, what, True)
@@ -302,6 +346,22 @@ class RuntimeZones:
                     raise FirewallError("RT_TO_PERM_FAILED", f"zone '{zone}': {text}") from None
         await self.service.make_bindings_permanent()
         return ()
+
+
+    async def _feature_to_permanent(self, zone: str, what: str) -> None:
+        """A runtime masquerade or forward port into the zone's file (the config object's
+        writer: doors/firewalld_permanent.py); one the file already has stays as it is."""
+        from .firewalld_permanent import PermanentItems
+
+        items = PermanentItems(self.service.config_objects, zone)
+        try:
+            if what == MASQUERADE:
+                await items.masquerade(True)
+            else:
+                await items.forward(True, *forward_fields(what))
+        except FirewallError as error:
+            if error.code != "ALREADY_ENABLED":
+                raise
 
 
 def _refusal(code: str, why: str):

@@ -33,7 +33,8 @@ def status_row(engine, state, name: str, binding, root: bool) -> dict:
         from ..engine import allowed_for, interface_plan
 
         allowed = allowed_for(state, name, usable.name)
-        held = engine.backend.holds(interface_plan(engine.compiled, name, usable, allowed))
+        plan = interface_plan(engine.compiled, name, usable, allowed, engine.paths)
+        held = engine.backend.holds(plan)
     return {
         "interface": name,
         "zone": binding.zone,

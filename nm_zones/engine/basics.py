@@ -52,11 +52,20 @@ def interface_digest(interface: str, usable: ZonePlan, allowed: tuple = ()) -> s
     return fingerprint(f"{interface}\n{usable.digest}{extra}")
 
 
-def interface_plan(compiled: CompiledConfig, interface: str, usable: ZonePlan, allowed=()):
-    """The kernel plan of `interface` in zone `usable`, with its allowances' rules."""
+def interface_plan(
+    compiled: CompiledConfig, interface: str, usable: ZonePlan, allowed=(), paths=None
+):
+    """The kernel plan of `interface` in zone `usable`, with its allowances' rules (a
+    runtime masquerade or forward port: the zone compiled with it, from the files at `paths`,
+    ruleset/runtime_features.py)."""
     if not allowed:
         return instantiate(usable, interface)
     from ..ruleset.allowances import specs
+    from ..ruleset.runtime_features import split, variant_plan
+
+    features, allowed = split(allowed)
+    if features and paths is not None:
+        usable = variant_plan(paths, usable, features)
 
     extra = {family: specs(allowed, compiled.services, family) for family in FAMILIES}
     return instantiate(usable, interface, extra)

@@ -60,7 +60,7 @@ class Bindings:
             self._record_unchanged(state, old, reason, connection, degraded, inputs)
             return None
         started = time.monotonic()
-        plan = interface_plan(self.compiled, interface, usable, allowed)
+        plan = interface_plan(self.compiled, interface, usable, allowed, self.paths)
         binding = _applying(usable.name, reason, ifindex, connection, digest, degraded, inputs)
         self._commit_binding(state, interface, old, usable, plan, binding)
         why = why or change_reason(reason, old, usable.name)

@@ -121,7 +121,7 @@ class Recovery:
             allowed = allowed_for(state, name, usable.name)
             if interface_digest(name, usable, allowed) != binding.digest:
                 binding.digest = ""  # its other tables may be older: apply it whole again
-            plans.append(interface_plan(self.compiled, name, usable, allowed))
+            plans.append(interface_plan(self.compiled, name, usable, allowed, self.paths))
         return plans
 
     def repair(self, state: State) -> None:
