@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import os
 import secrets
-import shutil
 
 import pytest
 
@@ -186,33 +185,36 @@ def questions(desktop, program: str) -> list[dict]:
     return [c for c in notify_calls(desktop) if c["summary"].startswith(f"{program} is listening")]
 
 
-def dismiss_network_question(desktop, count: int) -> None:
-    """The agent asks about each new network too: once it has, its question is closed, so
-    that dunst shows the program's question alone (their actions share a key: block)."""
-    from tests.test_desktop import notify_calls
-
-    wait_for(
-        lambda: len([c for c in notify_calls(desktop) if "which zone?" in c["summary"]]) == count,
-        20,
-        what="the network's question",
-    )
-    desktop.run(["dunstctl", "close-all"])
+# dunst's menu lines are `#LABEL (SUMMARY) [ID,KEY]`: the answer is picked by summary and key
+# (the agent's question about the network itself has a `block` too)
+PICK = """#!/bin/sh
+grep -m1 -e "$(cat {home}/want)"
+"""
 
 
-def answer(nm, desktop, home: str, key: str) -> None:
-    wait_for(
-        lambda: desktop.run(["dunstctl", "count", "displayed"]).stdout.strip() == "1",
-        10,
-        what="dunst to show the question",
-    )
-    nm.sh(f"echo {key} > {home}/want")
-    desktop.run(["dunstctl", "context"])  # the user picks the answer in dunst's menu
+def answer(nm, desktop, home: str, program: str, key: str, answered) -> None:
+    """The user picks `key` in dunst's menu for the question about `program`, until
+    `answered()` (dunst may not show the question yet when first asked)."""
+    nm.sh(f"echo '({program} is listening.*,{key}]' > {home}/want")
+
+    def picked():
+        desktop.run(["dunstctl", "context"])
+        return wait_for_quietly(answered)
+
+    wait_for(picked, 20, interval=0.5, what=f"the answer {key} for {program}")
+
+
+def wait_for_quietly(condition, timeout: float = 2.0):
+    try:
+        return wait_for(condition, timeout, interval=0.2)
+    except AssertionError:
+        return None
 
 
 def answers(nm) -> list[dict]:
     reply = nm.gdbus("org.nm_zones.Manager1.GetListenerAnswers")
     assert reply.returncode == 0, reply.stderr
-    return ast.literal_eval(reply.stdout.strip())[0]
+    return ast.literal_eval(reply.stdout.strip().replace("@aa{ss} ", ""))[0]
 
 
 def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(world):
@@ -231,7 +233,7 @@ def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(
     connect(nm, a)
     wait_reason(nm, "public", "unknown wired network")
     [network_a] = known(nm)
-    dismiss_network_question(desktop, 1)
+    nm.run(["sh", "-c", f"cat > {home}/pick"], input_text=PICK.format(home=home))
 
     music = f"{session}/app-gnome-org.example.Music-1.scope"
     listener = start_in(nm, scratch, music, [3689], [3690])
@@ -250,7 +252,7 @@ def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(
     ]  # fmt: skip
     assert a.probe(app_specs()) == ["rejected"] * 4
 
-    answer(nm, desktop, home, "allow")
+    answer(nm, desktop, home, "Music Box", "allow", lambda: answers(nm))
     wait_for(lambda: a.probe(app_specs()) == ["accepted"] * 4, 15, what="allowed on A")
     assert a.probe(app_specs(8080, 631)) == ["rejected"] * 4  # nothing else of the zone opens
     [row] = answers(nm)
@@ -262,13 +264,11 @@ def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(
     # network B: refused there, and asked about once for B
     connect(nm, b)
     wait_reason(nm, "public", "unknown wired network")
-    dismiss_network_question(desktop, 2)
     # (a fresh link's IPv6 address and neighbours settle a moment after `up`)
     wait_for(lambda: b.probe(app_specs()) == ["rejected"] * 4, 15, what="refused on B")
     wait_for(lambda: len(questions(desktop, "Music Box")) == 2, 10, what="the question on B")
     assert "hotel.example" in questions(desktop, "Music Box")[1]["body"]
-    answer(nm, desktop, home, "block")
-    wait_for(lambda: len(answers(nm)) == 2, 10, what="the answer for B remembered")
+    answer(nm, desktop, home, "Music Box", "block", lambda: len(answers(nm)) == 2)
 
     # restarted in a new scope: still kept blocked on B, no question; another program is
     # asked about in the same scan, so its question proves the scan happened
@@ -286,5 +286,30 @@ def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(
     assert len(questions(desktop, "Music Box")) == 2
     status = nm.nm_zones("status", "ethz0").stdout
     assert "app:app-gnome-org.example.Music-*.scope (Music Box: every port" in status, status
-    assert "Traceback" not in desktop.log("notify.log") + nm.logs()
-    assert shutil.which("nft")
+
+    # the settings window lists both answers by the program's name; Undo on A's closes it
+    from tests.test_desktop import APP, Window
+
+    desktop.program("nm_zones.desktop.settings", "settings.log")
+    window = Window(desktop)
+    allowed = f"allowed on network {network_a['label']} (zone public)"
+
+    def undo_button():
+        return next(
+            (
+                e
+                for e in window.tree()
+                if e["role"] == "push button" and e["name"] == f"Undo: Music Box {allowed}"
+            ),
+            None,
+        )
+
+    wait_for(undo_button, 30, what=f"the Programs rows\n{desktop.log('settings.log')}")
+    described = {e["description"] for e in window.tree() if e["role"] == "list item"}
+    assert f"Music Box: {allowed}" in described, described
+    assert "Music Box: kept blocked on network hotel.example (zone public)" in described
+    desktop.atspi("action", APP, undo_button()["path"], "click")
+    window.wait_status(f"forgot the answer for Music Box on {network_a['label']}")
+    wait_for(lambda: a.probe(app_specs()) == ["rejected"] * 4, 15, what="closed again on A")
+    assert [row["key"] for row in answers(nm)] == [f"network:{known(nm)[1]['id']}"]
+    assert "Traceback" not in desktop.log("notify.log") + desktop.log("settings.log")

@@ -72,7 +72,8 @@ class ProgramAnswers:
             row.set_subtitle(GLib.markup_escape_text(text))
             row.update_property([Gtk.AccessibleProperty.DESCRIPTION], [f"{title}: {text}"])
             row.undo.update_property(
-                [Gtk.AccessibleProperty.LABEL], [_("Undo {program}").format(program=title)]
+                [Gtk.AccessibleProperty.LABEL],
+                [_("Undo: {program} {answer}").format(program=title, answer=text)],
             )
         for key in list(self.rows):
             if key not in seen:
