@@ -1,4 +1,5 @@
-"""Abort one local TCP connection by its addresses: sock_diag's SOCK_DESTROY.
+"""Abort one local TCP connection by its addresses (sock_diag's SOCK_DESTROY), and list
+the sockets that listen, with their cgroup (listening_sockets: refused programs are asked about).
 
 flows.py labels the conntrack entry of a flow a switch ended, so its packets are dropped
 while the entry lives; the local socket of such a connection is aborted as well, so that
