@@ -1,4 +1,5 @@
-"""Abort one local TCP connection by its addresses: sock_diag's SOCK_DESTROY.
+"""Abort one local TCP connection by its addresses (sock_diag's SOCK_DESTROY), and list
+the sockets that listen, with their cgroup (listening_sockets: refused programs are asked about).
 
 flows.py labels the conntrack entry of a flow a switch ended, so its packets are dropped
 while the entry lives; the local socket of such a connection is aborted as well, so that
@@ -92,3 +93,93 @@ def _answer(code: int) -> bool:
     if -code == errno.ENOENT:
         return False
     raise OSError(-code, os.strerror(-code))
+
+
+# -- who listens: TCP listeners and unconnected UDP sockets, with their cgroup --------------
+
+NLM_F_DUMP = 0x300
+NLMSG_DONE = 3
+TCP_CLOSE = 7  # an unconnected UDP socket's state
+INET_DIAG_CGROUP_ID = 21  # a u64, the cgroup v2 directory's inode (Linux 5.8+)
+# after the sockid: expires, rqueue, wqueue, uid, inode
+TAIL = struct.Struct("=IIIII")
+ATTRIBUTE = struct.Struct("=HH")  # struct rtattr
+
+
+class Listening(tuple):
+    """One socket that waits for others: (protocol, address, port, uid, cgroup id)."""
+
+    __slots__ = ()
+
+    def __new__(cls, protocol: str, address: str, port: int, uid: int, cgroup: int):
+        return super().__new__(cls, (protocol, address, port, uid, cgroup))
+
+    protocol = property(lambda self: self[0])
+    address = property(lambda self: self[1])
+    port = property(lambda self: self[2])
+    uid = property(lambda self: self[3])
+    cgroup = property(lambda self: self[4])
+
+
+def listening_sockets() -> list[Listening]:
+    """Every TCP listener and bound, unconnected UDP socket of this network namespace, IPv4
+    and IPv6, with its owner's uid and its cgroup id (0 when the kernel does not say)."""
+    found = []
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as channel:
+        channel.settimeout(5)
+        sequence = 10
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for protocol, states in (
+                (socket.IPPROTO_TCP, 1 << TCP_LISTEN),
+                (socket.IPPROTO_UDP, 1 << TCP_CLOSE),
+            ):
+                sequence += 1
+                name = "tcp" if protocol == socket.IPPROTO_TCP else "udp"
+                for message in _dump(channel, family, protocol, states, sequence):
+                    found += _listening(name, family, message)
+    return found
+
+
+def _dump(channel, family: int, protocol: int, states: int, sequence: int):
+    empty = b"\0" * 16
+    body = REQUEST.pack(
+        family, protocol, 0, 0, states, b"\0\0", b"\0\0", empty, empty, 0, NO_COOKIE, NO_COOKIE
+    )
+    header = HEADER.pack(
+        HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, sequence, 0
+    )
+    channel.sendto(header + body, (0, 0))
+    while True:
+        reply = channel.recv(1 << 20)
+        offset = 0
+        while offset + HEADER.size <= len(reply):
+            length, kind, _, number, _ = HEADER.unpack_from(reply, offset)
+            if length < HEADER.size:
+                return
+            if number == sequence:
+                if kind in (NLMSG_DONE, NLMSG_ERROR):
+                    return
+                yield reply[offset + HEADER.size : offset + length]
+            offset += (length + 3) & ~3
+
+
+def _listening(protocol: str, family: int, message: bytes) -> list[Listening]:
+    if len(message) < MESSAGE.size + TAIL.size:
+        return []
+    _family, _state, _timer, _retrans, sport, dport, source, _dst, _if, *_ = MESSAGE.unpack_from(
+        message
+    )
+    if protocol == "udp" and dport != b"\0\0":
+        return []  # connected: a client's socket
+    uid = TAIL.unpack_from(message, MESSAGE.size)[3]
+    size = 4 if family == socket.AF_INET else 16
+    address = str(ipaddress.ip_address(source[:size]))
+    cgroup, offset = 0, MESSAGE.size + TAIL.size
+    while offset + ATTRIBUTE.size <= len(message):
+        length, kind = ATTRIBUTE.unpack_from(message, offset)
+        if length < ATTRIBUTE.size:
+            break
+        if kind == INET_DIAG_CGROUP_ID and length >= ATTRIBUTE.size + 8:
+            cgroup = struct.unpack_from("=Q", message, offset + ATTRIBUTE.size)[0]
+        offset += (length + 3) & ~3
+    return [Listening(protocol, address, struct.unpack("!H", sport)[0], uid, cgroup)]

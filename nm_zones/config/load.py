@@ -61,8 +61,10 @@ SETTINGS_KEYS = (
     "user-profile-zones",
     "user-editable-profiles",
     "identify-networks",
+    "ask-about-listeners",
 )
 IDENTIFY_NETWORKS = ("none", "wired", "all")
+ASK_ABOUT_LISTENERS = ("session", "all", "none")
 BACKENDS = ("auto", "iptables", "nftables")
 FORWARD_TARGETS = ("accept", "reject", "drop")
 
@@ -502,6 +504,9 @@ def load_settings(path: str) -> tuple[Settings | None, list[Problem]]:
             check, doc, "user-editable-profiles", USER_EDITABLE_PROFILES, defaults
         ),
         identify_networks=_choice(check, doc, "identify-networks", IDENTIFY_NETWORKS, defaults),
+        ask_about_listeners=_choice(
+            check, doc, "ask-about-listeners", ASK_ABOUT_LISTENERS, defaults
+        ),
     )
     return (None if check.problems else settings), check.problems
 

@@ -177,6 +177,8 @@ class Settings:
     user_profile_zones: tuple[str, ...] = USER_PROFILE_ZONES
     user_editable_profiles: str = "owned"  # owned (connection.permissions set) or all
     identify_networks: str = "wired"  # none, wired or all: whose networks are told apart
+    # whose refused listeners the desktop asks about (doors/listeners.py): session, all, none
+    ask_about_listeners: str = "session"
 
     def plain(self) -> dict:
         """The settings by their keys, as plain values for the compiled config (an event
@@ -187,6 +189,7 @@ class Settings:
             "user-profile-zones": list(self.user_profile_zones),
             "user-editable-profiles": self.user_editable_profiles,
             "identify-networks": self.identify_networks,
+            "ask-about-listeners": self.ask_about_listeners,
         }
 
 

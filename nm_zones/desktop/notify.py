@@ -39,6 +39,7 @@ from .common import (
     run_until_signalled,
     zone_label,
 )
+from .listener_question import ListenerQuestions
 
 NOTIFICATIONS = "org.freedesktop.Notifications"
 NOTIFICATIONS_PATH = "/org/freedesktop/Notifications"
@@ -179,6 +180,7 @@ class Agent:
         # whether their network was identified (then the question is about the network)
         self.waiting: dict[str, tuple[dict, str, str, str]] = {}
         self.asked_networks: set[str] = set()  # the network ids asked about this session
+        self.listeners = ListenerQuestions(self, say)  # programs a zone refuses
         service.follow(self.on_signal, network_manager=False)
         self.check_networks()  # a new network identified before the session started
 
@@ -187,6 +189,8 @@ class Agent:
             self.zone_changed(args[0])
         elif member == "NetworksChanged":
             self.check_networks()
+        elif member == "ListenerRefused" and args:
+            self.listeners.refused(args[0])
 
     def zone_changed(self, change: dict) -> None:
         uuid, zone, old = change.get("uuid", ""), change.get("zone", ""), change.get("old-zone")
@@ -311,6 +315,10 @@ class Agent:
         actions = []
         for choice in LIKELY_ZONES:
             actions += [choice, zone_label(choice)]
+        self.ask(asked, summary, body, icon, actions)
+
+    def ask(self, asked: dict, summary: str, body: str, icon: str, actions: list[str]) -> None:
+        """A question with `actions` (keys and labels); its answer comes to on_action."""
 
         def numbered(number: int, server: str) -> None:
             if number and server:
@@ -324,6 +332,11 @@ class Agent:
         asked = self.asking.get(number)
         if asked is None or asked[1] != sender:
             say(f"ignored action {shown_value(key)} from {sender}: it did not show {number}")
+            return
+        if "listener" in asked[0]:
+            self.asking.pop(number)
+            self.notifier.close(number)
+            self.listeners.answer(asked[0], key)
             return
         if key not in LIKELY_ZONES:
             return

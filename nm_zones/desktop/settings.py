@@ -1,5 +1,6 @@
 """`nm-zones-settings`: the zone of every active connection, the defaults for wired, wireless
-and unknown networks, the known networks (networks_page.py), and zone support on or off, in
+and unknown networks, the known networks (networks_page.py), the answers about refused
+programs (programs_page.py), and zone support on or off, in
 a GTK 4 window. Every change goes through `nm-zones serve` (polkit decides); the window
 follows the service and NetworkManager live."""
 
@@ -25,6 +26,7 @@ from .common import (  # noqa: E402
     zone_label,
 )
 from .networks_page import KnownNetworks  # noqa: E402
+from .programs_page import ProgramAnswers  # noqa: E402
 from .zone_editor import ZoneEditor  # noqa: E402
 
 APP_ID = "org.nm_zones.Settings"
@@ -126,6 +128,8 @@ class SettingsWindow(Adw.ApplicationWindow):
 
         self.networks = KnownNetworks(service, self.show, self.done, ZoneChoice)
         page.add(self.networks.widget)
+        self.programs = ProgramAnswers(service, self.show, self.done)
+        page.add(self.programs.widget)
 
         general = Adw.PreferencesGroup(title=_("General"))
         self.enabled = switch_row(
@@ -201,6 +205,7 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.enabled.handler_unblock_by_func(self.set_enabled)
         self.show_connections([c for c in connections if c.get("zone")])
         self.networks.refresh(self.zones)
+        self.programs.refresh()
         if self.views.get_visible_child() is self.editor:
             self.editor.refresh(self.zones, connections)
 

@@ -199,6 +199,19 @@ INTROSPECTION = """\
       <arg name="changes" type="as" direction="out"/>
     </method>
     <signal name="NetworksChanged"/>
+    <signal name="ListenerRefused"><arg name="question" type="a{ss}"/></signal>
+    <method name="AnswerListener">
+      <arg name="question" type="a{ss}" direction="in"/>
+      <arg name="answer" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="ForgetListenerAnswer">
+      <arg name="app" type="s" direction="in"/><arg name="key" type="s" direction="in"/>
+      <arg name="changes" type="as" direction="out"/>
+    </method>
+    <method name="GetListenerAnswers">
+      <arg name="answers" type="aa{ss}" direction="out"/>
+    </method>
   </interface>
 </node>
 """

@@ -33,9 +33,14 @@ TARGETS = {
 }
 
 
-def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
-    """What is open, one entry per service, port, protocol and runtime allowance (`now` on
-    CLOCK_BOOTTIME, as allowances' deadlines are; `deadline` says the wall clock's)."""
+def open_list(
+    zone_view: dict | None, allowed, now: float, remembered: dict[str, str] | None = None
+) -> list[dict]:
+    """What is open, one entry per service, port, protocol, application and runtime
+    allowance (`now` on CLOCK_BOOTTIME, as allowances' deadlines are; `deadline` says the
+    wall clock's); an application with the name people know it by (`remembered`: names
+    given by the desktop, remembered_names)."""
+    remembered = remembered or {}
     from ..ruleset.allowances import FOREVER
 
     entries = []
@@ -52,11 +57,17 @@ def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
             )
         entries += [{"what": p, "opens": [p], "from": "zone"} for p in zone_view["ports"]]
         entries += [{"what": p, "opens": [p], "from": "zone"} for p in zone_view["protocols"]]
+        entries += [
+            {"what": f"app:{a}", "opens": [], "from": "zone"}
+            for a in zone_view.get("applications", [])
+        ]
     for what, deadline, wall, scope in allowed:
         if deadline != FOREVER and deadline <= now:
             continue  # past its deadline: the next run (or the service's timer) drops it
         service = zone_view["all_services"].get(what) if zone_view else None
         opens = [what] if "/" in what else (service["ports"] if service else [])
+        if what.startswith("app:"):
+            opens = []  # every port the application listens on
         entries.append(
             {
                 "what": what,
@@ -67,7 +78,28 @@ def open_list(zone_view: dict | None, allowed, now: float) -> list[dict]:
                 "remaining_seconds": int(deadline - now) if deadline else None,
             }
         )
+    for entry in entries:
+        if entry["what"].startswith("app:"):
+            entry["name"] = program_name(entry["what"][4:], remembered)
     return entries
+
+
+def remembered_names(data_dir: str) -> dict[str, str]:
+    """APP -> the name the desktop gave it when its user answered a question about it
+    (doors/listeners.py): root's status has no user's desktop files to read."""
+    from .listeners import Answers
+
+    return {app: row.get("name", "") for (app, _key), row in Answers(data_dir).rows.items()}
+
+
+def program_name(app: str, remembered: dict[str, str]) -> str:
+    """The name people know an application by (appnames.py), else the one remembered."""
+    from ..appnames import program_name as named
+
+    name = named(app)[0]
+    if name == app or name == app.rsplit("/", 1)[-1]:
+        return remembered.get(app) or name
+    return name
 
 
 def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, int, str]]:
@@ -123,7 +155,7 @@ def show_interface(args) -> int:
     allowed = _allowed_with_scope(state, name, zone_name) if binding is not None else []
     from ..ruleset.allowances import boottime
 
-    row["open"] = open_list(zone_view, allowed, boottime())
+    row["open"] = open_list(zone_view, allowed, boottime(), remembered_names(paths.data))
     row["allowances"] = [e for e in row["open"] if e["from"] == "runtime"]
     if zone_view:
         for key in ("target", "forward-ports", "masquerade", "log-denied", "icmp-blocks"):
@@ -174,6 +206,8 @@ def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool
     label = "  open:        "
     for entry in row["open"]:
         text = entry["what"]
+        if entry.get("name") and entry["name"] != entry["what"][4:]:
+            text += f" ({entry['name']}: every port it listens on)"
         opens = [o for o in entry["opens"] if o != entry["what"]]
         if opens:
             text += " " + " ".join(opens)

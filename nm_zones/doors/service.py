@@ -78,6 +78,7 @@ from .firewalld_objects import ConfigObjects
 from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
 from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
 from .limits import RefusalLog, bounded_reply, too_large
+from .listeners_bus import ListenerWatch
 from .networks import assign_on_bus
 from .nm import assign, disable, enable
 from .zone_editor import edit_zone, revoke_allowance, zone_details
@@ -237,6 +238,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
         (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
         **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
+        **service.listeners.methods(),  # AnswerListener, ... (doors/listeners_bus.py)
         **firewalld_sources.methods(service),
     }
 
@@ -250,6 +252,7 @@ class ZoneService:
         self.mutex = asyncio.Lock()
         self.runtime_zones = RuntimeZones(self)
         self.pending = PendingInterfaces()  # bound before they exist
+        self.listeners = ListenerWatch(self)  # programs refused: questions, answers
         self.methods = _methods(self)
         self.config_objects = ConfigObjects(self, log)
         self._compiled = None
@@ -1148,6 +1151,7 @@ async def serve(paths: Paths) -> int:
         log(f"owns {BUS_NAME} on the system bus as {bus.unique_name}")
         await service.emit(MAIN_INTERFACE, "Reloaded")  # NetworkManager replays every zone
         timer = asyncio.create_task(expire_at_deadlines(paths, service.expire))
+        service.keep(service.listeners.run())  # ends with the loop's tasks
         waiting = {receiving, stopping, timer}
         done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if stopping in done:
