@@ -1,7 +1,7 @@
 """Errors that reach the user: each one says where, what, and what would be valid.
 
 No dataclasses here: every event imports this module, and building a dataclass costs more
-than the rest of an event's Python code (see README, Performance).
+than the rest of an event's Python code (docs/performance.md).
 """
 
 from __future__ import annotations

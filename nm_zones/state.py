@@ -29,7 +29,7 @@ class Binding:
     """One interface's zone, why it has it, and what was committed for it.
 
     A plain class, like everything an event imports: building a dataclass costs more than
-    the rest of an event's Python code (README, Performance).
+    the rest of an event's Python code (docs/performance.md).
     """
 
     __slots__ = (

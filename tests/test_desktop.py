@@ -27,7 +27,7 @@ GRANT = """polkit.addRule(function(action, subject) {
         return polkit.Result.YES;
 });
 """.replace("USER", USER)
-# where the screenshots go: the test's own folder, or (to refresh the README's pictures)
+# where the screenshots go: the test's own folder, or (to refresh the handbook's pictures)
 # NM_ZONES_SCREENSHOTS=docs
 SHOTS = os.environ.get("NM_ZONES_SCREENSHOTS", "")
 # what dunst's menu program gets asked for: `dunstctl context` runs it with one line per action

@@ -331,11 +331,13 @@ def test_the_readme_commands_run_in_the_checkouts_venv_and_ci_runs_the_test_comm
     assert ".venv/" in read(os.path.join(REPO, ".gitignore")).splitlines()
 
 
-def test_the_readme_names_no_file_outside_the_repository():
+def test_the_readme_and_the_handbook_name_no_file_outside_the_repository():
     names = set()
     for _folder, dirs, files in os.walk(REPO):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         names.update(files)
-    readme = read(os.path.join(REPO, "README.md"))
-    mentioned = set(re.findall(r"[\w.-]+\.(?:md|txt|rst)\b", readme))
-    assert mentioned <= names, mentioned - names
+    docs = os.path.join(REPO, "docs")
+    pages = [os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md")]
+    for page in [os.path.join(REPO, "README.md"), *pages]:
+        mentioned = set(re.findall(r"[\w.-]+\.(?:md|txt|rst)\b", read(page)))
+        assert mentioned <= names, (page, mentioned - names)

@@ -384,7 +384,7 @@ def test_the_hook_refuses_trusted_from_a_user_owned_keyfile_and_logs_why(lab, tm
 @pytest.mark.both_backends
 def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
     """Every event is a new process: once the config is compiled, switching a zone loads
-    neither the YAML, the dataclass model, the compiler, json nor re (README, Performance).
+    neither the YAML, the dataclass model, the compiler, json nor re (docs/performance.md).
     Run as installed: `python -S`, the package folders given, no .pth files."""
     from nm_zones.doors.install import package_paths
 

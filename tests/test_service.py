@@ -484,7 +484,7 @@ def test_users_read_freely_and_change_only_with_polkit(served):
     as_plain = user_nm_zones(nm, "nmzplain", "assign", "lan", "block")
     assert as_plain.returncode == 1 and "not authorized" in as_plain.stderr, as_plain.stderr
     assert nm.nmcli("-g", "connection.zone", "connection", "show", "lan").stdout.strip() == "home"
-    # the netdev rule of the README grants assigning, not configuring
+    # the netdev rule of docs/admin-guide.md grants assigning, not configuring
     assert call(nm, f"{ZONE}.changeZoneOfInterface", "work", link.name, user="nmzadmin")
     assert nm.zone_of(link.name) == "work"
     granted = user_nm_zones(nm, "nmzadmin", "assign", "lan", "block")

@@ -266,7 +266,7 @@ def test_the_menu_speaks_the_users_language(host):
 @pytest.mark.skipif(not shutil.which("xfce4-panel"), reason="needs xfce4-panel (see .ci/setup)")
 def test_a_real_panel_shows_the_item_and_its_menu(session, tmp_path):
     """Xfce's panel (its own watcher) hosts the item under Xvfb: right-click opens the menu,
-    a connection's submenu lists the zones; the pictures are the README's
+    a connection's submenu lists the zones; the pictures are the handbook's
     (NM_ZONES_SCREENSHOTS=docs)."""
     host = session
     nm = host.nm
