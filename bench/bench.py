@@ -19,6 +19,13 @@ the two are printed side by side. Commands run as `nm-zones install` puts them o
   c  no-op events: connectivity-change, and `up` with nothing changed
   d  `nm-zones reload` after one zone file changed, with 1, 50 and 200 interfaces bound
   e  (b) with 0 and with 200 other interfaces bound
+  f  a wired profile with no zone of its own: hook `pre-up` (NetworkManager waits for it:
+     the unknown-network zone at once, nothing identified); hook `up` after a lease on a
+     known network (its zone from networks.yaml, the gateway's MAC resolved on the wire)
+     against the same event for a profile with connection.zone (a ratio); and the first
+     identification of a network (an empty neighbour table, the network not yet stored),
+     whose limit is 3 s. The gateway answers ARP from a namespace of its own (`unshare -n`,
+     no /run/netns), over a veth pair.
 
 Last, what each layer of imports costs a process as installed (where a reload's time goes).
 """
@@ -26,9 +33,9 @@ Last, what each layer of imports costs a process as installed (where a reload's 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import secrets
 import shutil
 import statistics
 import subprocess
@@ -38,7 +45,14 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
-TARGETS = {"a": 60.0, "b": 60.0, "c": 25.0}
+TARGETS = {"a": 60.0, "b": 60.0, "c": 25.0, "f-first": 3000.0}
+KNOWN_RATIO = 1.5  # f: a known network's `up` against a profile's own zone's
+GATEWAY, ADDRESS = "192.0.2.1", "192.0.2.10/24"  # TEST-NET-1: the gateway and the interface
+LEASE = {  # what NetworkManager's dispatcher passes after a DHCP lease
+    "IP4_GATEWAY": GATEWAY,
+    "DHCP4_DHCP_SERVER_IDENTIFIER": GATEWAY,
+    "DHCP4_DOMAIN_NAME": "bench.example",
+}
 
 
 def spawn(
@@ -72,13 +86,16 @@ class Bench:
         self.config = os.path.join(tmp, "etc-nm-zones")
         # the state lives on tmpfs, as /run/nm-zones does (fsync costs nothing there)
         self.state = tempfile.mkdtemp(prefix="nm-zones-bench-state-", dir="/dev/shm")
+        self.data = os.path.join(tmp, "var-lib-nm-zones")  # the known networks
         os.makedirs(os.path.join(self.config, "zones.d"), mode=0o755)
+        os.makedirs(self.data, mode=0o755)
         with open(os.path.join(self.config, "nm-zones.yaml"), "w") as settings:
             settings.write(f"backend: {backend}\n")
         self.env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "NM_ZONES_CONFIG_DIR": self.config,
             "NM_ZONES_STATE_DIR": self.state,
+            "NM_ZONES_DATA_DIR": self.data,
         }
         root = os.path.join(tmp, "root")
         subprocess.run(
@@ -120,8 +137,10 @@ class Bench:
                 stream.write(text)
         return path
 
-    def event(self, interface: str, action: str, zone: str | None = None) -> tuple[float, int]:
-        env = dict(self.env)
+    def event(
+        self, interface: str, action: str, zone: str | None = None, extra: dict | None = None
+    ) -> tuple[float, int]:
+        env = {**self.env, **(extra or {})}
         if zone is not None:
             env.update(
                 CONNECTION_ID=interface,
@@ -221,6 +240,81 @@ class Bench:
         self.event(interface, "up", "home")
         return [self.event(interface, "up", "home")[0] for _ in range(self.runs)]
 
+    # -- f: the zone that follows the network ------------------------------------------
+
+    def gateway(self, interface: str, peer: str) -> subprocess.Popen:
+        """`peer` moved into a namespace of its own (a process's, no /run/netns) holding the
+        gateway's address; `interface` addressed on its subnet. The holder is returned."""
+        holder = subprocess.Popen(["unshare", "-n", "sleep", "3600"])
+        wait = time.monotonic() + 5
+        while os.readlink(f"/proc/{holder.pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+            if time.monotonic() > wait:
+                raise RuntimeError("unshare -n did not make a namespace")
+            time.sleep(0.01)
+        subprocess.run(["ip", "link", "set", peer, "netns", str(holder.pid)], check=True)
+        inside = ["nsenter", "-t", str(holder.pid), "-n", "ip"]
+        subprocess.run([*inside, "addr", "add", f"{GATEWAY}/24", "dev", peer], check=True)
+        subprocess.run([*inside, "link", "set", peer, "up"], check=True)
+        subprocess.run(["ip", "addr", "add", ADDRESS, "dev", interface], check=True)
+        return holder
+
+    def wired(self, interface: str, zone: str, action: str = "up") -> float:
+        """One event of `interface`'s wired profile (`zone` "" : none of its own) after a
+        lease, the neighbour table emptied first (a re-plugged cable starts from none)."""
+        subprocess.run(["ip", "neigh", "flush", "dev", interface], check=True)
+        return self.event(interface, action, zone, LEASE)[0]
+
+    def networks(self, *args: str) -> str:
+        return subprocess.run(
+            [self.nm_zones, "networks", *args], env=self.env, check=True, capture_output=True,
+            text=True,
+        ).stdout
+
+    def forget_networks(self) -> None:
+        """No known network (the parsed cache in the state follows the file's identity)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.data, "networks.yaml"))
+
+    def pre_up(self, interface: str) -> list[float]:
+        """NetworkManager's stage-3 call of a profile without a zone (it waits for this one
+        before configuring IP): the unknown-network zone at once, nothing identified."""
+        times = []
+        for _ in range(self.runs):
+            times.append(self.event(interface, "pre-up", "")[0])
+            self.event(interface, "down")
+        return times
+
+    def first_identification(self, interface: str) -> list[float]:
+        """`up` of a profile without a zone on a network not yet stored, no ARP entry."""
+        times = []
+        for _ in range(self.runs):
+            self.forget_networks()
+            times.append(self.wired(interface, ""))
+            self.event(interface, "down")
+        return times
+
+    def known_network(self, interface: str) -> tuple[list[float], list[float]]:
+        """`up` on a known network (placed in `home`), and the same event of a profile with
+        connection.zone home, alternating so both see the same machine."""
+        self.forget_networks()
+        self.wired(interface, "")
+        self.event(interface, "down")
+        stored = json.loads(self.networks("--json"))["networks"]
+        self.networks("zone", stored[0]["id"], "home")
+        known, own = [], []
+        for _ in range(self.runs):
+            known.append(self.wired(interface, ""))
+            self.event(interface, "down")
+            own.append(self.wired(interface, "home"))
+            self.event(interface, "down")
+        self.wired(interface, "")  # the figures are of the right path: check its zone and reason
+        status = subprocess.run([self.nm_zones, "status", interface], env=self.env,
+                                capture_output=True, text=True).stdout
+        if "home" not in status or "known network" not in status:
+            raise RuntimeError(f"the known network's zone was not applied:\n{status}")
+        self.event(interface, "down")
+        return known, own
+
     def reload_one_changed(self, interface: str) -> list[float]:
         path = os.path.join(self.config, "zones.d", "bench.yaml")
         self.write_zone(path, 0)
@@ -313,6 +407,15 @@ def inside(runs: int, backend: str) -> int:
                 check=True,
             )
         results["a"] = bench.fresh_up(target)
+        wired, peer = bench.add_links(1)[0], f"bp{bench.links - 1}"
+        holder = bench.gateway(wired, peer)
+        try:
+            results["f-pre-up"] = bench.pre_up(wired)
+            results["f-known"], results["f-own"] = bench.known_network(wired)
+            results["f-first"] = bench.first_identification(wired)
+        finally:
+            holder.kill()
+            holder.wait()
         results["b0"] = bench.switch(target)
         results["c-conn"] = bench.noop_connectivity()
         results["c-up"] = bench.noop_up(target)
@@ -348,6 +451,11 @@ ROWS = (
     ("d50", "d. `nm-zones reload`, one zone changed, 50 bound", "<= 2 x b"),
     ("d200", "d. `nm-zones reload`, one zone changed, 200 bound", "<= 2 x b"),
     ("b200", "e. zone switch, 200 others bound", "<= 1.3 x b (iptables), 1.1 x b (nftables)"),
+    ("f-pre-up", "f. hook `pre-up`, no zone of its own (nothing identified yet)", "<= 60"),
+    ("f-own", "f. hook `up` after a lease, profile with connection.zone", "<= 60"),
+    ("f-known", "f. hook `up` after a lease, no zone of its own, known network",
+     f"<= 60, <= {KNOWN_RATIO} x f own"),
+    ("f-first", "f. the same, first identification (empty ARP table, new network)", "<= 3000"),
 )
 SWITCH_RATIO = {"iptables": 1.3, "nftables": 1.1}
 
@@ -386,7 +494,9 @@ def report(runs: int, results: dict[str, dict]) -> tuple[list[str], int, int]:
         lines.append(
             f"{name}: floors {', '.join(FLOORS[name].split(' + '))}; e. 200 bound / 0 bound: "
             f"{ratio:.2f} (target <= {SWITCH_RATIO[name]}); the floor's own: "
-            f"{m['floor200'] / m['floor']:.2f}; peak RSS of the hook: {m['rss']:.1f} MiB"
+            f"{m['floor200'] / m['floor']:.2f}; peak RSS of the hook: {m['rss']:.1f} MiB; "
+            f"f. known network / own zone: {m['f-known'] / m['f-own']:.2f} "
+            f"(target <= {KNOWN_RATIO})"
         )
         checks = [
             m["a"] <= TARGETS["a"],
@@ -396,6 +506,11 @@ def report(runs: int, results: dict[str, dict]) -> tuple[list[str], int, int]:
             ratio <= SWITCH_RATIO[name],
             all(m[k] <= 2 * m["b0"] for k in ("d1", "d50", "d200")),
             m["rss"] <= 30,
+            m["f-pre-up"] <= TARGETS["a"],
+            m["f-own"] <= TARGETS["a"],
+            m["f-known"] <= TARGETS["a"],
+            m["f-known"] <= KNOWN_RATIO * m["f-own"],
+            max(results[name]["f-first"]) <= TARGETS["f-first"],
         ]
         met, total = met + sum(checks), total + len(checks)
     if "iptables" in results:
@@ -435,18 +550,12 @@ def main() -> int:
 
 
 def measure_in_namespace(runs: int, backend: str) -> dict | None:
-    """inside() in a fresh network namespace; its JSON line, or None when it failed."""
-    name = f"nmz-bench-{secrets.token_hex(3)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        argv = [PYTHON, os.path.abspath(__file__), "--inside", "--runs", str(runs)]
-        result = subprocess.run(
-            ["ip", "netns", "exec", name, *argv, "--backend", backend],
-            capture_output=True,
-            text=True,
-        )
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
+    """inside() in a fresh network namespace of its own (`unshare -n`: nothing under
+    /run/netns, gone with the process); its JSON line, or None when it failed."""
+    argv = [PYTHON, os.path.abspath(__file__), "--inside", "--runs", str(runs)]
+    result = subprocess.run(
+        ["unshare", "-n", *argv, "--backend", backend], capture_output=True, text=True
+    )
     for line in result.stdout.splitlines():
         if line.startswith("RESULTS "):
             return json.loads(line[len("RESULTS ") :])

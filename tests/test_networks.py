@@ -526,5 +526,6 @@ def test_an_event_on_a_known_network_imports_only_the_event_path(lab, tmp_path):
     ]
     heavy = {"yaml", "dataclasses", "json", "re", "subprocess", "hashlib"}
     heavy |= {"nm_zones.config.model", "nm_zones.config.load", "nm_zones.config.yamlsource"}
+    heavy |= {"socket", "selectors"}  # 5-6 ms an event: neighbours.py uses _socket
     assert "nm_zones.networks.neighbours" in imported
     assert not heavy & imported, heavy & imported

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -15,7 +16,7 @@ import pytest
 from nm_zones.desktop import traymenu as tray
 from tests.harness.desktop import Desktop, desktop_python
 from tests.harness.lab import HARNESS, wait_for
-from tests.test_desktop import GRANT, USER, grant, screenshot, up
+from tests.test_desktop import GRANT, USER, Window, control, grant, screenshot, up
 from tests.test_nm import HOME, PUBLIC, specs
 from tests.test_service import nm as served_sandbox  # noqa: F401 - a fixture, shared
 
@@ -93,7 +94,13 @@ def connection_menu(desktop: Desktop, item: str, name: str) -> dict | None:
 
 def zone_item(menu: dict, zone: str) -> dict:
     label = tray.zone_label(zone)
-    return next(entry for entry in menu["children"] if entry["label"] == label)
+    return next(entry for entry in menu["children"] if entry.get("label") == label)
+
+
+def radio_items(menu: dict) -> dict[str, dict]:
+    """A connection's zones, by their label."""
+    return {entry["label"]: entry for entry in menu["children"]
+            if entry.get("toggle-type") == "radio"}
 
 
 def lan_in_the_tray(host):
@@ -113,9 +120,8 @@ def test_the_menu_lists_connections_with_zones_and_a_click_assigns(host):
     nm = host.nm
     grant(nm, host)
     link, item, menu = lan_in_the_tray(host)
-    radios = {entry["label"]: entry for entry in menu["children"]}
+    radios = radio_items(menu)
     assert {"Home", "Public", "Block", "Trusted"} <= set(radios)
-    assert all(entry["toggle-type"] == "radio" for entry in radios.values())
     checked = [label for label, entry in radios.items() if entry.get("toggle-state") == 1]
     assert checked == ["Public"]
     props = sni(host, "props", item)
@@ -140,6 +146,51 @@ def test_without_polkit_a_click_changes_nothing_and_says_why(host):
     assert nm.zone_of(link.name) == "public"
     assert nm.probe(specs(link)) == PUBLIC
     assert sni(host, "props", item)["Status"] == "NeedsAttention"
+
+
+ALLOW = "Allow a port for 10 minutes…"
+
+
+def test_allow_a_port_opens_the_settings_at_the_zones_form_and_the_kernel_opens_it(host):
+    nm = host.nm
+    grant(nm, host)
+    link, item, menu = lan_in_the_tray(host)
+    allow = next((e for e in menu["children"] if e.get("label") == ALLOW), None)
+    assert allow is not None, [e.get("label") for e in menu["children"]]
+    assert allow["accessible-desc"] == "Allow a port for 10 minutes on lan (zone public)"
+
+    sni(host, "click", item, str(allow["id"]))
+    window = Window(host)
+    field = "Port to allow in zone public"
+    wait_for(lambda: any(e["role"] == "text" and e["name"].startswith(field)
+                         for e in window.tree()), 30,
+             what=f"the settings with public's allowance form\n{host.log('tray.log')}")
+    tree = window.tree()
+    assert any(e["role"] == "page tab" and e["name"] == "Zones" and "selected" in e["states"]
+               for e in tree), "not on the zone editor's page"
+    zone_choice = next(e for e in tree if e["role"] == "combo box" and e["name"] == "Zone to edit")
+    shown = [e.get("text") for e in tree if e["role"] == "label"
+             and e["path"].startswith(zone_choice["path"] + ".")]
+    assert "Public" in shown, shown
+    duration = control(window, "For how long")
+    assert any(e.get("text") == "10 minutes" for e in tree
+               if e["path"].startswith(duration["path"] + ".")), "not preset to 10 minutes"
+
+    # the focus is in the port field: typed at once, Return allows it
+    host.point_at(host.window("--name", "Network Zones")[0])
+    host.run(["xdotool", "type", "--delay", "60", "8080"])
+    host.keys("Return")
+    window.wait_status(r"^Port 8080/tcp allowed in zone public for 10 minutes$")
+    assert nm.probe(specs(link)) == ["accepted", "accepted", "rejected"] * 2  # IPv4, IPv6
+
+    def time_left() -> str:
+        texts = " ".join(e.get("text", "") for e in window.tree() if e["role"] == "label")
+        found = re.search(r"every interface of the zone · (9m \d+s|10m) left", texts)
+        return found.group(0) if found else ""
+
+    wait_for(time_left, 10, what="the allowance with its time left")
+    assert "8080/tcp" in nm.nm_zones("status", link.name).stdout
+    assert "Traceback" not in host.log("tray.log")
 
 
 PANIC_GRANT = """polkit.addRule(function(action, subject) {
@@ -207,7 +258,8 @@ def test_the_menu_speaks_the_users_language(host):
     assert menu["label"] == "lan: Öffentlich"
     labels = [entry.get("label") for entry in sni(host, "layout", item)["root"]["children"]]
     assert {"Einstellungen …", "Benachrichtigungen"} <= set(labels), labels
-    assert {"Zuhause", "Sperren"} <= {entry["label"] for entry in menu["children"]}
+    assert {"Zuhause", "Sperren"} <= set(radio_items(menu))
+    assert "Einen Port für 10 Minuten öffnen …" in [e.get("label") for e in menu["children"]]
     assert sni(host, "props", item)["ToolTip"][2] == "Netzwerkzonen"
 
 
@@ -257,9 +309,11 @@ def test_a_real_panel_shows_the_item_and_its_menu(session, tmp_path):
     right = x + width - 460
     screenshot(host, tmp_path, "tray-menu.png", "root", f"460x150+{right}+{y}")
     host.run(["xdotool", "mousemove", str(icon_x - 110), str(y + height + 40)])  # Hotel Wi-Fi
-    wait_for(lambda: drawn("submenu", f"60x60+{icon_x - 320}+{y + height + 60}"), 10,
+    # the submenu opens to the left of the menu, as wide as its longest label ("Allow a port
+    # for 10 minutes…"): a strip across its radio buttons and their labels
+    wait_for(lambda: drawn("submenu", f"240x60+{icon_x - 440}+{y + height + 60}"), 10,
              interval=0.3, what="the submenu")
-    screenshot(host, tmp_path, "tray-zones.png", "root", f"460x320+{right}+{y}")
+    screenshot(host, tmp_path, "tray-zones.png", "root", f"480x400+{x + width - 480}+{y}")
 
 
 # -- the menu as data, without a bus --------------------------------------------------------
@@ -300,12 +354,19 @@ def test_menu_ids_stay_stable_and_names_are_escaped():
     again, _ = tray.build_menu(situation(), ids)
     assert again == menu
     hotel = menu.children[1]
-    choices = {dict(item.properties)["label"]: item for item in hotel.children}
+    choices = {dict(item.properties).get("label"): item for item in hotel.children}
     assert actions[choices["Home"].id] == ("assign", "u2", "home")
     assert dict(choices["Public"].properties)["toggle-state"] == 1
     panic = next(i for i in menu.children if dict(i.properties).get("label", "").startswith(
         "Block all"))
     assert actions[panic.id] == ("panic", True)
+    allow = next(i for i in hotel.children if dict(i.properties).get("label", "").startswith(
+        "Allow a port"))
+    assert actions[allow.id] == ("allow", "public")  # the zone of that connection
+    assert dict(allow.properties)["accessible-desc"] == (
+        "Allow a port for 10 minutes on Hotel Wi-Fi (zone public)")
+    home_lan = menu.children[0]
+    assert actions[home_lan.children[-1].id] == ("allow", "home")
     without_panic, _ = tray.build_menu(situation(panic=None), ids)
     assert all("Block all" not in dict(i.properties).get("label", "")
                for i in without_panic.children)

@@ -85,9 +85,11 @@ class Service:
         method: str,
         args: GLib.Variant,
         done: Callable[[list[str] | None, ServiceError | None], None],
+        interface: str = NMZ_INTERFACE,
     ) -> None:
         """A change, asynchronously (polkit may ask): `done(lines, None)` or
-        `done(None, error)`."""
+        `done(None, error)`. nm-zones' own methods answer with the lines of what changed;
+        firewalld's (`interface` ZONE_INTERFACE) with the zone's name only: no lines."""
 
         def finished(bus, result):
             try:
@@ -95,15 +97,16 @@ class Service:
             except GLib.Error as error:
                 done(None, service_error(error))
                 return
-            done(list(reply.unpack()[0]), None)
+            value = reply.unpack()
+            done(list(value[0]) if interface == NMZ_INTERFACE else [], None)
 
         self.bus.call(
             BUS_NAME,
             OBJECT_PATH,
-            NMZ_INTERFACE,
+            interface,
             method,
             args,
-            GLib.VariantType("(as)"),
+            GLib.VariantType("(as)") if interface == NMZ_INTERFACE else None,
             Gio.DBusCallFlags.ALLOW_INTERACTIVE_AUTHORIZATION,
             CALL_TIMEOUT_MS,
             None,

@@ -2,10 +2,13 @@
 and unknown networks, the known networks (networks_page.py), the answers about refused
 programs (programs_page.py), and zone support on or off, in
 a GTK 4 window. Every change goes through `nm-zones serve` (polkit decides); the window
-follows the service and NetworkManager live."""
+follows the service and NetworkManager live. `--allow-port ZONE` (the tray's "Allow a port
+for 10 minutes…") opens it at that zone's allowance form, in the window already open if
+there is one."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import gi
@@ -13,7 +16,7 @@ import gi
 gi.require_version("Gtk", "4.0")
 gi.require_version("Adw", "1")
 
-from gi.repository import Adw, Gdk, GLib, Gtk  # noqa: E402
+from gi.repository import Adw, Gdk, Gio, GLib, Gtk  # noqa: E402
 
 from ..text import printable  # noqa: E402
 from .common import (  # noqa: E402
@@ -281,6 +284,15 @@ class SettingsWindow(Adw.ApplicationWindow):
         self.service.change("SetEnabled", GLib.Variant("(b)", (enabled,)), self.done)
         return True  # the switch's state follows the service (refresh), not the click
 
+    def open_allow_form(self, zone: str) -> None:
+        """The zone editor at `zone`'s page, the focus in its allowance form."""
+        self.editor.zone = zone
+        if self.views.get_visible_child() is self.editor:
+            self.refresh()
+        else:
+            self.views.set_visible_child(self.editor)  # refreshes (notify::visible-child)
+        self.editor.focus_allow_form()
+
     def set_notifications(self, switch, _param) -> None:
         try:
             set_notifications_enabled(switch.get_active())
@@ -288,8 +300,25 @@ class SettingsWindow(Adw.ApplicationWindow):
             self.show(_("Could not save the setting: {error}").format(error=error))
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nm-zones-settings",
+        description="The firewall zone of each network, the defaults, the known networks and "
+        "a zone editor, in a window. One window per session: a second start brings the "
+        "first to the front.",
+        epilog="Example: nm-zones-settings --allow-port public",
+    )
+    parser.add_argument(
+        "--allow-port", metavar="ZONE", default="",
+        help="open the zone editor at ZONE's form that allows a port for a while",
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Open the window (one per session: a second start raises the first)."""
+    """Open the window (one per session: a second start raises the first, and passes it
+    `--allow-port` as the action `allow-port`)."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv[1:])
     GLib.set_prgname("nm-zones-settings")  # the name assistive technologies list
     GLib.set_application_name(_("Network Zones"))
     if Gdk.Display.get_default() is None:
@@ -301,13 +330,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nm-zones-settings: cannot reach the system bus: {error.message}", file=sys.stderr)
         return 1
     app = Adw.Application(application_id=APP_ID)
+    wanted = {"zone": ""}  # the zone to open at, until the window exists
 
     def activate(application):
         window = application.get_active_window() or SettingsWindow(application, service)
+        if wanted["zone"]:
+            window.open_allow_form(wanted["zone"])
+            wanted["zone"] = ""
         window.present()
 
+    def allow_port(_action, zone: GLib.Variant) -> None:
+        window = app.get_active_window()
+        if window is None:
+            wanted["zone"] = zone.get_string()  # activate opens it there
+        else:
+            window.open_allow_form(zone.get_string())
+
+    action = Gio.SimpleAction.new("allow-port", GLib.VariantType("s"))
+    action.connect("activate", allow_port)
+    app.add_action(action)
     app.connect("activate", activate)
-    return app.run(sys.argv[:1] if argv is None else argv)
+    if args.allow_port:
+        app.register(None)  # primary: the action runs here; otherwise in the first window
+        app.activate_action("allow-port", GLib.Variant("s", args.allow_port))
+    return app.run(sys.argv[:1] if argv is None else argv[:1])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ with the AppIndicator extension) with a com.canonical.dbusmenu menu, exported on
 bus through GDBus; no toolkit is loaded. The icon and tooltip show the strictest zone of the
 active connections; the status asks for attention while a network has no zone of its own.
 The menu lists each connection with its zones as radio items (choosing one assigns it
-through `nm-zones serve`, under polkit), "Block all network traffic" (panic mode), the agent's
+through `nm-zones serve`, under polkit) and "Allow a port for 10 minutes…" (the settings
+window at that zone's allowance form), "Block all network traffic" (panic mode), the agent's
 notifications on or off, and the settings window. It follows the service's signals and
 NetworkManager's, and tells the panel with LayoutUpdated.
 
@@ -324,6 +325,8 @@ class Tray:
         elif action[0] == "notifications":
             set_notifications_enabled(action[1])
             self.refresh()
+        elif action[0] == "allow":  # the settings window, at the zone's allowance form
+            self.launch(settings_command("--allow-port", action[1]))
         elif action[0] == "settings":
             self.launch(settings_command())
         return True
@@ -352,8 +355,8 @@ class Tray:
         self.refresh()
 
 
-def settings_command() -> list[str]:
-    return [sys.executable, "-m", "nm_zones.desktop.settings"]
+def settings_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "nm_zones.desktop.settings", *args]
 
 
 def build_parser() -> argparse.ArgumentParser:

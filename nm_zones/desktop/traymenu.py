@@ -112,7 +112,11 @@ def tooltip(situation: Situation) -> tuple[str, str]:
 
 def build_menu(situation: Situation, ids: Ids) -> tuple[Item, dict[int, tuple]]:
     """The menu, and what a click on each clickable item does: ("assign", uuid, zone),
-    ("panic", on), ("notifications", on) or ("settings",)."""
+    ("allow", zone), ("panic", on), ("notifications", on) or ("settings",).
+
+    "Allow a port for 10 minutes…" is in each connection's submenu, not once in the menu:
+    what a port opens depends on the network it is opened to, and with two connections (a
+    wired LAN and a hotel's Wi-Fi) a single item would have to guess which one is meant."""
     actions: dict[int, tuple] = {}
     entries: list[Item] = []
     for name, uuid, current, _reason in situation.connections:
@@ -125,6 +129,14 @@ def build_menu(situation: Situation, ids: Ids) -> tuple[Item, dict[int, tuple]]:
                 ("toggle-type", "radio"),
                 ("toggle-state", 1 if zone == current else 0),
             )))
+        choices.append(Item(ids.of(("separator", uuid)), (("type", "separator"),)))
+        allow_id = ids.of(("allow", uuid))
+        actions[allow_id] = ("allow", current)
+        choices.append(Item(allow_id, (
+            ("label", _("Allow a port for 10 minutes…")),
+            ("accessible-desc", _("Allow a port for 10 minutes on {name} (zone {zone})").format(
+                name=printable(name), zone=current)),
+        )))
         label = f"{printable(name)}: {zone_label(current)}".replace("_", "__")
         entries.append(Item(ids.of(("connection", uuid)), (
             ("label", label),

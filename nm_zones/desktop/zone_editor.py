@@ -2,7 +2,12 @@
 their ports, ports, protocols, masquerade, ICMP blocks), the interfaces in it now and the
 runtime allowances that reach it. Adding or removing a service or a port edits the admin's
 zone file through the service (EditZone, polkit's org.nm-zones.configure), as
-`nm-zones allow --permanent` does; a refusal or a validation error is shown, nothing changes."""
+`nm-zones allow --permanent` does; a refusal or a validation error is shown, nothing changes.
+
+Its first form allows a port for a while (10 minutes unless another time is picked): a
+runtime allowance for every interface of the zone, through firewalld's `zone.addPort` with a
+timeout (doors/firewalld_zone.py: `nm-zones allow PORT --zone ZONE --for TIME`, under the
+same polkit action); the kernel ends it when the time is up."""
 
 from __future__ import annotations
 
@@ -17,11 +22,34 @@ gi.require_version("Adw", "1")
 
 from gi.repository import Adw, GLib, Gtk  # noqa: E402
 
+from ..doors.busapi import NMZ_INTERFACE, ZONE_INTERFACE  # noqa: E402
 from ..text import duration_text, printable  # noqa: E402
 from .common import Service, ServiceError, _, zone_label  # noqa: E402
 
 CODE = re.compile(r"^[A-Z_]+: ")  # firewalld's error code before the message
 Done = Callable[[list[str] | None, ServiceError | None], None]
+PORT = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")  # 8080, or a range 8000-8100
+PROTOCOLS = ("tcp", "udp")
+
+
+def N_(text: str) -> str:
+    """Marks a string for translation where it is defined; _() translates it where used."""
+    return text
+
+
+# how long a port stays open, the first one preselected: (seconds, words)
+DURATIONS = ((600, N_("10 minutes")), (3600, N_("1 hour")), (86400, N_("1 day")))
+
+
+def port_problem(port: str) -> str:
+    """Why `port` is not a port or a range of ports (empty when it is one)."""
+    found = PORT.match(port)
+    numbers = [int(n) for n in found.groups() if n] if found else []
+    if not numbers or not all(1 <= n <= 65535 for n in numbers) or numbers != sorted(numbers):
+        return _("{port} is not a port: give a number from 1 to 65535, such as 8080").format(
+            port=port
+        )
+    return ""
 
 
 def markup(text: str) -> str:
@@ -49,7 +77,7 @@ def yes_no(value: bool) -> str:
 class ZonePage(Adw.PreferencesPage):
     """One zone: its groups are filled again from GetZone's answer (`fill`)."""
 
-    def __init__(self, zone: str, change: Callable[[str, str, GLib.Variant], None]):
+    def __init__(self, zone: str, change: Callable[..., None]):
         super().__init__()
         self.zone, self.change = zone, change
         self.rows: list[tuple[Adw.PreferencesGroup, Gtk.Widget]] = []
@@ -57,6 +85,12 @@ class ZonePage(Adw.PreferencesPage):
 
         self.title = Adw.PreferencesGroup(title=zone_label(zone))
         self.add(self.title)
+        self.allow_group = Adw.PreferencesGroup(
+            title=_("Allow a port for a while"),
+            description=_("Opens it on every interface of this zone until the time is up"),
+        )
+        self.allow_port, self.allow_protocol, self.allow_for = self._allow_form()
+        self.add(self.allow_group)
         self.services = Adw.PreferencesGroup(
             title=_("Services"), description=_("Services the zone opens, with their ports")
         )
@@ -87,6 +121,50 @@ class ZonePage(Adw.PreferencesPage):
         button.connect("clicked", lambda _button: self._add(entry))
         group.add(entry)
         return entry
+
+    def _allow_form(self) -> tuple[Adw.EntryRow, Gtk.DropDown, Gtk.DropDown]:
+        """Port, protocol, how long, Allow: one row, in that order for the keyboard too."""
+        entry = named(Adw.EntryRow(title=_("Port, such as 8080")),
+                      _("Port to allow in zone {zone}").format(zone=self.zone))
+        protocol = named(Gtk.DropDown.new_from_strings(list(PROTOCOLS)), _("Protocol"))
+        how_long = named(Gtk.DropDown.new_from_strings([_(words) for _s, words in DURATIONS]),
+                         _("For how long"))
+        button = named(Gtk.Button(label=_("Allow"), valign=Gtk.Align.CENTER),
+                       _("Allow the port for a while"))
+        for widget in (protocol, how_long):
+            widget.set_valign(Gtk.Align.CENTER)
+        for widget in (protocol, how_long, button):
+            entry.add_suffix(widget)
+        entry.connect("entry-activated", lambda _row: self._allow_for_a_while())
+        button.connect("clicked", lambda _button: self._allow_for_a_while())
+        self.allow_group.add(entry)
+        return entry, protocol, how_long
+
+    def _allow_for_a_while(self) -> None:
+        port = self.allow_port.get_text().strip()
+        if not port:
+            return
+        protocol = PROTOCOLS[self.allow_protocol.get_selected()]
+        seconds, words = DURATIONS[self.allow_for.get_selected()]
+        problem = port_problem(port)
+        if problem:
+            self.change(problem, "", None)
+            return
+        said = _("Port {port}/{protocol} allowed in zone {zone} for {time}").format(
+            port=port, protocol=protocol, zone=self.zone, time=_(words)
+        )
+        self.change(
+            _("Allowing {port}/{protocol}…").format(port=port, protocol=protocol),
+            "addPort",
+            GLib.Variant("(sssi)", (self.zone, port, protocol, seconds)),
+            interface=ZONE_INTERFACE,
+            said=said,
+        )
+
+    def focus_allow_form(self) -> None:
+        """Where the tray's "Allow a port for 10 minutes…" leads: the port field."""
+        self.allow_for.set_selected(0)
+        self.allow_port.grab_focus()
 
     def _add(self, entry: Adw.EntryRow) -> None:
         what = entry.get_text().strip()
@@ -127,6 +205,10 @@ class ZonePage(Adw.PreferencesPage):
         for group, row in self.rows:
             group.remove(row)
         self.rows, self.timed = [], []
+        runtime = [entry["what"] for entry in details.get("allowances", [])]
+        typed = self.allow_port.get_text().strip()
+        if any(f"{typed}/{protocol}" in runtime for protocol in PROTOCOLS):
+            self.allow_port.set_text("")  # allowed: its row below shows the time left
         listed_now = [name for name, _ports in details.get("services", [])]
         for entry, items in (
             (self.add_service, listed_now),
@@ -243,9 +325,18 @@ class ZoneEditor(Gtk.Box):
             return
         page.fill(details, self.connections)
 
-    def change(self, saying: str, method: str, args: GLib.Variant) -> None:
+    def change(self, saying: str, method: str, args: GLib.Variant | None,
+               interface: str = NMZ_INTERFACE, said: str = "") -> None:
+        """`saying` while the service works on it (or, without a `method`, why nothing was
+        asked of it); `said` when it answered with no lines of its own."""
         self.show(saying)
-        self.service.change(method, args, self._done)
+        if not method:
+            return
+
+        def done(lines: list[str] | None, error: ServiceError | None) -> None:
+            self._done(lines or ([said] if said and error is None else lines), error)
+
+        self.service.change(method, args, done, interface)
 
     def _done(self, lines: list[str] | None, error: ServiceError | None) -> None:
         """The service's answer, without firewalld's error code (`INVALID_VALUE: `): the
@@ -253,3 +344,9 @@ class ZoneEditor(Gtk.Box):
         if error is not None and not error.not_authorized:
             error = ServiceError(CODE.sub("", str(error), count=1))
         self.done(lines, error)
+
+    def focus_allow_form(self) -> None:
+        """The focus in the allowance form of the zone shown."""
+        page = self.pages.get(self.zone)
+        if page is not None:
+            page.focus_allow_form()

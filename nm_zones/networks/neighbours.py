@@ -4,15 +4,18 @@ The ARP cache may be empty right after DHCP, so the kernel is made to resolve th
 an empty UDP datagram to its discard port from a socket bound to the device (SO_BINDTODEVICE,
 so that the route of another interface is never used), then the kernel's neighbour table is
 read over rtnetlink (RTM_GETNEIGH) until the entry is resolved, a couple of seconds at most.
-pyroute2 would cost an event 200-600 ms of imports; this costs a socket and a dump (about
-10 ms in all, measured in the NetworkManager sandbox, most of it the gateway's answer).
+pyroute2 would cost an event 200-600 ms of imports; this costs a socket and a dump. The
+table is read again soon after the datagram and then less and less often (1, 2, 4 ... 20 ms),
+so an answer on a LAN is seen within a millisecond or two of arriving instead of at the next
+fixed tick. The low-level `_socket` is used, not `socket`: `socket` imports enum and
+selectors, 5-6 ms of every event on a known network (bench/bench.py, row f).
 An entry the kernel already holds counts (REACHABLE, STALE, DELAY, PROBE): since Linux 4.19 a
 carrier loss evicts a device's neighbour entries, so a re-plugged cable starts from none.
 """
 
 from __future__ import annotations
 
-import socket
+import _socket as socket  # the C module: `socket` costs every event 5-6 ms of imports
 import struct
 import time
 
@@ -27,11 +30,13 @@ NLMSGHDR = struct.Struct("=LHHLL")
 RTATTR = struct.Struct("=HH")
 RESOLVE_SECONDS = 2.0
 DISCARD_PORT = 9
+FIRST_WAIT, LONGEST_WAIT = 0.001, 0.02  # between reads of the table: doubling, up to 20 ms
 
 
 def neighbours(family: int, ifindex: int) -> dict[str, tuple[str, int, int]]:
     """address -> (MAC, NUD state, NTF flags) of the device's neighbour table."""
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 0) as sock:
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 0)
+    try:
         sock.bind((0, 0))
         body = NDMSG.pack(family, 0, 0, 0, 0, 0, 0)
         header = NLMSGHDR.pack(
@@ -49,6 +54,8 @@ def neighbours(family: int, ifindex: int) -> dict[str, tuple[str, int, int]]:
                 if kind == RTM_NEWNEIGH:
                     _entry(data[offset + NLMSGHDR.size : offset + length], family, ifindex, found)
                 offset += (length + 3) & ~3
+    finally:
+        sock.close()
 
 
 def _entry(message: bytes, family: int, ifindex: int, found: dict) -> None:
@@ -73,7 +80,8 @@ def _entry(message: bytes, family: int, ifindex: int, found: dict) -> None:
 
 def _poke(interface: str, gateway: str, family: int, ifindex: int) -> None:
     """Make the kernel resolve `gateway` on `interface`: one empty datagram to it."""
-    with socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+    sock = socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, interface.encode())
         sock.setblocking(False)
         target = (
@@ -85,6 +93,8 @@ def _poke(interface: str, gateway: str, family: int, ifindex: int) -> None:
             sock.sendto(b"", target)
         except OSError:
             pass  # unreachable for now: the table is read anyway
+    finally:
+        sock.close()
 
 
 def gateway_mac(interface: str, gateway: str, timeout: float = RESOLVE_SECONDS) -> str:
@@ -99,6 +109,7 @@ def gateway_mac(interface: str, gateway: str, timeout: float = RESOLVE_SECONDS) 
     address = socket.inet_ntop(family, packed)
     deadline = time.monotonic() + timeout
     next_poke = 0.0
+    wait = FIRST_WAIT
     while True:
         now = time.monotonic()
         if now >= next_poke:
@@ -116,4 +127,5 @@ def gateway_mac(interface: str, gateway: str, timeout: float = RESOLVE_SECONDS) 
             return entry[0]
         if time.monotonic() >= deadline:
             return ""
-        time.sleep(0.02)
+        time.sleep(wait)
+        wait = min(wait * 2, LONGEST_WAIT)
