@@ -233,6 +233,12 @@ class Bench:
         zones = ["public", "home"]
         return [self.event(interface, "reapply", zones[i % 2])[0] for i in range(self.runs)]
 
+    def apply_switch(self, interface: str) -> list[float]:
+        """`nm-zones apply` switching a bound interface to another zone, a whole process."""
+        self.event(interface, "up", "home")
+        zones = ["public", "home"]
+        return [self.command("apply", interface, zones[i % 2]) for i in range(self.runs)]
+
     def noop_connectivity(self) -> list[float]:
         return [self.event("", "connectivity-change")[0] for _ in range(self.runs)]
 
@@ -388,24 +394,49 @@ def import_costs(runs: int, env: dict) -> list[str]:
     return lines
 
 
-def inside(runs: int, backend: str) -> int:
-    """One backend's figures, in this (fresh) namespace, as one JSON line."""
+def first_floor(bench: Bench, spare: str) -> list[float]:
+    """The floor with nothing bound, then the namespace left as nm-zones expects to find it
+    (the floor made nm-zones' table or dispatch chains)."""
+    times = bench.floor(spare)
+    if bench.backend == "nftables":
+        subprocess.run(["nft", "delete", "table", "inet", "nm-zones"], check=True)
+    else:
+        subprocess.run(
+            "for t in iptables-legacy ip6tables-legacy; do $t -X nmz-input;"
+            " $t -X nmz-forward; $t -X nmz-forward-out; done",
+            shell=True,
+            check=True,
+        )
+    return times
+
+
+def switches_only(bench: Bench, others: int) -> dict[str, list[float]]:
+    """What bench/targets.py asks: a switch as the hook (`reapply`) and as `nm-zones apply`,
+    and the floor, with 0 and with `others` other interfaces bound."""
+    target, spare = bench.add_links(2)
+    results = {"floor": first_floor(bench, spare)}
+    results["b0"] = bench.switch(target)
+    results["apply0"] = bench.apply_switch(target)
+    bench.bind(bench.add_links(others))
+    results["b200"] = bench.switch(target)
+    results["apply200"] = bench.apply_switch(target)
+    results["floor200"] = bench.floor(spare)
+    return results
+
+
+def inside(runs: int, backend: str, others: int = 0) -> int:
+    """One backend's figures, in this (fresh) namespace, as one JSON line; with `others`,
+    only switches_only()'s."""
     sys.path.insert(0, REPO)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with tempfile.TemporaryDirectory(prefix="nm-zones-bench-") as tmp:
         bench = Bench(runs, tmp, backend)
+        if others:
+            print("RESULTS " + json.dumps(switches_only(bench, others)))
+            shutil.rmtree(bench.state, ignore_errors=True)
+            return 0
         target, spare = bench.add_links(2)  # spare: never bound, for the floor
-        results: dict[str, list[float]] = {"floor": bench.floor(spare)}
-        # leave the namespace as nm-zones expects to find it
-        if backend == "nftables":
-            subprocess.run(["nft", "delete", "table", "inet", "nm-zones"], check=True)
-        else:
-            subprocess.run(
-                "for t in iptables-legacy ip6tables-legacy; do $t -X nmz-input;"
-                " $t -X nmz-forward; $t -X nmz-forward-out; done",
-                shell=True,
-                check=True,
-            )
+        results: dict[str, list[float]] = {"floor": first_floor(bench, spare)}
         results["a"] = bench.fresh_up(target)
         wired, peer = bench.add_links(1)[0], f"bp{bench.links - 1}"
         holder = bench.gateway(wired, peer)
@@ -531,9 +562,10 @@ def main() -> int:
         help="which backend to measure (default both, side by side)",
     )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--switches-only", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
-        return inside(args.runs, args.backend)
+        return inside(args.runs, args.backend, args.switches_only)
     if os.geteuid() != 0:
         print("bench: run as root (it makes a network namespace)", file=sys.stderr)
         return 1
@@ -549,10 +581,12 @@ def main() -> int:
     return 0
 
 
-def measure_in_namespace(runs: int, backend: str) -> dict | None:
+def measure_in_namespace(runs: int, backend: str, switches_only: int = 0) -> dict | None:
     """inside() in a fresh network namespace of its own (`unshare -n`: nothing under
-    /run/netns, gone with the process); its JSON line, or None when it failed."""
+    /run/netns, gone with the process); its JSON line, or None when it failed.
+    `switches_only`: only switches_only()'s figures, with that many others bound."""
     argv = [PYTHON, os.path.abspath(__file__), "--inside", "--runs", str(runs)]
+    argv += ["--switches-only", str(switches_only)]
     result = subprocess.run(
         ["unshare", "-n", *argv, "--backend", backend], capture_output=True, text=True
     )

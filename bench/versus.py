@@ -1,7 +1,7 @@
 """nm-zones beside firewalld 1.3.3, in one run: the same work asked of both, calls interleaved.
 
     python3 bench/versus.py [--runs 20] [--backend nftables|iptables|both] [--others 200]
-                                         (root; everything happens in two namespace sandboxes)
+                            [--flows 10000]  (root; everything happens in two namespace sandboxes)
 
 Each daemon runs in a NetworkManager sandbox of its own (tests/harness/nm_sandbox.py: private
 network, mount and pid namespaces, a private system bus): firewalld from Debian's package,
@@ -19,8 +19,15 @@ Each sandbox has the interface `t0` that the switches use and `--others` more ve
   reload, edited   the command (`firewall-cmd --reload`, `nm-zones reload`) after zone work,
                    which 30 interfaces are in, changed
   D-Bus reload()   the same through the bus
+  lost in reloads  during both reload rows, a client on a peer host opens a new TCP connection
+                   to port 22 (ssh, open in zone work) of interface w0 (zone work) every 20 ms;
+                   those not answered within a second count as lost
   port for 30 s    `firewall-cmd --zone=work --add-port=8080/tcp --timeout=30s` and
                    `nm-zones allow 8080/tcp --zone work --for 30s` (removed again, untimed)
+  tightening       changeZoneOfInterface home -> block of t0 (an address on it, so that a
+                   switch that tightens looks at open flows), with none and with --flows
+                   unrelated UDP flows tracked (entries made through ctnetlink, from sources
+                   routed through another interface); block -> home again, untimed
   daemon RSS       VmRSS with N others bound
   start-up         from spawning the daemon to its first answer (getDefaultZone), the rules
                    committed
@@ -52,7 +59,7 @@ from tests.harness.firewalld import (  # noqa: E402
     firewalld_root,
     python_env,
 )
-from tests.harness.lab import PYTHON, base_env, wait_for  # noqa: E402
+from tests.harness.lab import PYTHON, Link, base_env, wait_for  # noqa: E402
 from tests.harness.nm_sandbox import NMSandbox  # noqa: E402
 
 MAIN = DBusAddress("/org/fedoraproject/FirewallD1", bus_name="org.fedoraproject.FirewallD1",
@@ -86,6 +93,7 @@ class Side:
         self.serve: subprocess.Popen | None = None
         self.connection = None
         self.edits = 0
+        self.w0: Link | None = None
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -95,6 +103,10 @@ class Side:
             f"link add {name} type veth peer name p{name}\nlink set {name} up\n"
             for name in ["t0"] + [f"o{n}" for n in range(others)]
         ))
+        self.w0 = self.nm.add_veth("w0")  # its peer end on the sandbox's peer host
+        self.nm.run(["ip", "address", "add", f"{self.w0.ipv4}/24", "dev", "w0"])
+        self.nm.run(["ip", "link", "set", "w0", "up"])
+        self.nm.listen(tcp=(22,), udp=())
         if self.name == "firewalld":
             if self.backend == "iptables":  # firewalld runs `iptables-restore`: make it legacy
                 for tool in ("iptables", "ip6tables"):
@@ -245,8 +257,78 @@ def port_for_30s(side: Side, run: int) -> float:
     return elapsed
 
 
-def measure(backend: str, runs: int, others: int, root: str) -> list[tuple[str, float, float]]:
-    rows = []
+def add_flows(side: Side, count: int) -> None:
+    """`count` UDP flows in the sandbox's conntrack table, from 10.201.0.0/16 (routed through
+    o0) to o0's address: unrelated to t0. Made with ctnetlink, no packet sent; they live an
+    hour."""
+    side.nm.run([PYTHON, "-c", ADD_FLOWS, str(count)], timeout=600)
+
+
+ADD_FLOWS = """
+import sys
+from pyroute2 import NFCTSocket
+from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
+with NFCTSocket() as conntrack:
+    for n in range(int(sys.argv[1])):
+        source, port = f"10.201.{n // 250}.{n % 250 + 2}", 20000 + n % 40000
+        conntrack.entry(
+            "add", timeout=3600,
+            tuple_orig=NFCTAttrTuple(saddr=source, daddr="10.201.255.1", proto=17,
+                                     sport=port, dport=53),
+            tuple_reply=NFCTAttrTuple(saddr="10.201.255.1", daddr=source, proto=17,
+                                      sport=53, dport=port))
+"""
+
+
+CONNECTOR = """
+import select, socket, sys, time
+tried = lost = 0
+while not select.select([sys.stdin], [], [], 0)[0]:
+    tried += 1
+    try:
+        socket.create_connection((sys.argv[1], 22), timeout=1).close()
+    except OSError:
+        lost += 1
+    time.sleep(0.02)
+print(tried, lost)
+"""
+
+
+def start_connecting(side: Side) -> subprocess.Popen:
+    """CONNECTOR on the peer host, opening connections to w0 until its input closes."""
+    return subprocess.Popen(
+        ["ip", "netns", "exec", side.nm.peer, PYTHON, "-c", CONNECTOR, side.w0.ipv4],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=base_env(),
+    )
+
+
+def stop_connecting(process: subprocess.Popen) -> tuple[int, int]:
+    """(connections tried, lost)."""
+    tried, lost = process.communicate("stop\n", timeout=30)[0].split()
+    return int(tried), int(lost)
+
+
+def tighten(side: Side, run: int) -> float:
+    side.bind("t0", "home")
+    return side.timed(ZONE, "changeZoneOfInterface", "ss", ("block", "t0"))
+
+
+def flush_flows(side: Side) -> None:
+    side.nm.run([PYTHON, "-c", "from pyroute2 import NFCTSocket\n"
+                 "with NFCTSocket() as c: c.flush()"])
+
+
+def conntrack_count(side: Side) -> int:
+    return int(side.nm.run(["cat", "/proc/sys/net/netfilter/nf_conntrack_count"]).stdout)
+
+
+Row = tuple[str, str, float, float]  # key, label, firewalld's median, nm-zones' median
+
+
+def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000) -> list[Row]:
+    """Every row for one backend, both daemons started afresh in sandboxes of their own."""
+    rows: list[Row] = []
+    connectors: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"nm-zones-versus-{backend}-") as tmp:
         sides = [Side("firewalld", tmp, backend, root), Side("nm-zones", tmp, backend, root)]
         try:
@@ -255,39 +337,75 @@ def measure(backend: str, runs: int, others: int, root: str) -> list[tuple[str, 
                 side.bind("t0", "public")
                 side.bind("o0", "public")
 
-            def add(label: str, times: list[list[float]]) -> None:
-                rows.append((label, statistics.median(times[0]), statistics.median(times[1])))
+            def add(key: str, label: str, times: list[list[float]]) -> None:
+                rows.append((key, label, statistics.median(times[0]),
+                             statistics.median(times[1])))
 
-            add("D-Bus switch, 1 other bound", interleaved(sides, runs, switch))
+            add("switch1", "D-Bus switch, 1 other bound", interleaved(sides, runs, switch))
+            in_work = min(IN_WORK, others)
+
+            def bind_all(side: Side) -> None:
+                for n in range(others):
+                    side.bind(f"o{n}", "work" if n < in_work else "public")
+                side.bind("t0", "public")
+                side.bind("w0", "work")
+
             for side in sides:
                 for n in range(1, others):
-                    side.bind(f"o{n}", "work" if n < IN_WORK else "public")
+                    side.bind(f"o{n}", "work" if n < in_work else "public")
                 side.bind("o0", "work")
-            add(f"D-Bus switch, {others} others bound", interleaved(sides, runs, switch))
-            add(f"D-Bus no-op switch, {others} bound", interleaved(sides, runs, same))
+            add("switchN", f"D-Bus switch, {others} others bound",
+                interleaved(sides, runs, switch))
+            add("noop", f"D-Bus no-op switch, {others} bound", interleaved(sides, runs, same))
             few = max(3, runs // 4)
-            add(f"reload after editing a zone {IN_WORK} of {others} are in",
+            for side in sides:
+                side.bind("w0", "work")
+            connectors += [start_connecting(side) for side in sides]
+            add("reload", f"reload after editing a zone {in_work} of {others} are in",
                 interleaved(sides, few, reload_command))
             for side in sides:  # reload forgets runtime bindings in firewalld: bind again
-                for n in range(others):
-                    side.bind(f"o{n}", "work" if n < IN_WORK else "public")
-                side.bind("t0", "public")
-            add("the same through D-Bus reload()", interleaved(sides, few, reload_call))
+                bind_all(side)
+            add("reload_call", "the same through D-Bus reload()",
+                interleaved(sides, few, reload_call))
+            (fw_tried, fw_lost), (our_tried, our_lost) = map(stop_connecting, connectors)
+            rows.append(("lost", f"new connections lost during these {2 * few} reloads "
+                         f"(of {fw_tried} / {our_tried} tried)", fw_lost, our_lost))
             for side in sides:
-                for n in range(others):
-                    side.bind(f"o{n}", "work" if n < IN_WORK else "public")
-                side.bind("t0", "public")
-            add(f"open a port for 30 s in that zone ({IN_WORK} of {others})",
+                bind_all(side)
+            add("port", f"open a port for 30 s in that zone ({in_work} of {others})",
                 interleaved(sides, few, port_for_30s))
-            rows.append((f"daemon RSS with {others} bound (MiB)",
+            rows.append(("rss", f"daemon RSS with {others} bound (MiB)",
                          sides[0].rss_mib(), sides[1].rss_mib()))
+            if flows:
+                for side in sides:  # t0 routed (a switch that tightens looks at flows then)
+                    side.nm.run(["ip", "-batch", "-"], input_text=(
+                        "address add 10.99.0.1/24 dev t0\nlink set pt0 up\n"
+                        "address add 10.201.255.1/16 dev o0\nlink set po0 up\n"))
+                    side.bind("t0", "home")
+                    flush_flows(side)  # the connections of the reload rows, among others
+                before = "/".join(str(conntrack_count(side)) for side in sides)
+                add("tighten0", f"tightening switch (home -> block), {before} flows tracked",
+                    interleaved(sides, runs, tighten))
+                for side in sides:
+                    add_flows(side, flows)
+                tracked = "/".join(str(conntrack_count(side)) for side in sides)
+                add("tightenF", f"tightening switch (home -> block), {flows} unrelated flows "
+                    f"tracked ({tracked} in the tables, {before} before)",
+                    interleaved(sides, few, tighten))
+                for side in sides:
+                    flush_flows(side)
+                    side.bind("t0", "public")
 
             def restart(side: Side, run: int) -> float:
                 side.stop_daemon()
                 return side.start_daemon()
 
-            add("start-up to first answer", interleaved(sides, max(3, runs // 5), restart))
+            add("startup", "start-up to first answer",
+                interleaved(sides, max(3, runs // 5), restart))
         finally:
+            for process in connectors:
+                process.kill()
+                process.wait()
             for side in sides:
                 side.close()
     return rows
@@ -301,6 +419,9 @@ def main() -> int:
     parser.add_argument("--others", type=int, default=200,
                         help="other interfaces bound (default 200)")
     parser.add_argument("--backend", choices=("nftables", "iptables", "both"), default="both")
+    parser.add_argument("--flows", type=int, default=10000,
+                        help="unrelated flows tracked for the tightening switch (default "
+                             "10000; 0: no tightening rows)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench/versus.py: run it as root (namespaces, netfilter)", file=sys.stderr)
@@ -316,8 +437,10 @@ def main() -> int:
         print(f"### {backend}\n")
         print("| same work | firewalld | nm-zones | ratio |")
         print("|---|---|---|---|")
-        for label, theirs, ours in measure(backend, args.runs, args.others, root):
-            print(f"| {label} | {theirs:.1f} | {ours:.1f} | {ours / theirs:.2f}x |")
+        for _key, label, theirs, ours in measure(backend, args.runs, args.others, root,
+                                                 args.flows):
+            ratio = f"{ours / theirs:.2f}x" if theirs else ""
+            print(f"| {label} | {theirs:.1f} | {ours:.1f} | {ratio} |")
         print()
     return 0
 

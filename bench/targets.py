@@ -1,0 +1,171 @@
+"""Issue 25's targets from one run: nm-zones beside firewalld 1.3.3, and against the floors.
+
+    python3 bench/targets.py [--quick] [--runs 20] [--others 200] [--flows 10000]
+                             [--backend nftables|iptables|both]     (root; namespaces only)
+
+For each backend, bench/versus.py's rows (firewalld and `nm-zones serve` in namespace sandboxes
+of their own, calls interleaved) and bench/bench.py's switches as whole processes (the hook's
+`reapply` and `nm-zones apply`, with 0 and with --others other interfaces bound, beside the
+floor: `nft -f` of the interface's chains and map elements, or iptables-legacy-restore plus
+ip6tables-legacy-restore of them, one table per family), then one table: each target, what was
+measured, the ratio it is judged by, and whether it is met. Figures are medians in
+milliseconds (MiB for memory); every ratio is between figures of this run. --quick is for
+development (3 runs, 20 others, 1000 flows): its figures judge nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import versus
+
+import bench
+
+QUICK = {"runs": 3, "others": 20, "flows": 1000}
+
+
+@dataclass
+class Target:
+    """One line of the table: `ours` judged as `ours / basis <= limit` (or `ours <= limit`
+    when there is no basis)."""
+
+    label: str
+    theirs: float | None  # firewalld's figure, when it did the same work
+    ours: float
+    limit: float
+    basis: float | None = None
+    basis_name: str = ""
+
+    def ratio(self) -> float | None:
+        return self.ours / self.basis if self.basis else None
+
+    def met(self) -> bool:
+        ratio = self.ratio()
+        return (self.ours if ratio is None else ratio) <= self.limit
+
+    def line(self) -> str:
+        theirs = "" if self.theirs is None else f"{self.theirs:.1f}"
+        versus_them = f"{self.ours / self.theirs:.2f}x" if self.theirs else ""
+        ratio = self.ratio()
+        if self.basis is None:
+            target, judged = f"<= {self.limit:g}", f"{self.ours:.1f}"
+        else:
+            target = f"<= {self.limit:g}x {self.basis_name} ({self.basis:.1f})"
+            judged = f"{ratio:.2f}x"
+        verdict = "met" if self.met() else "NOT met"
+        return (f"| {self.label} | {theirs} | {self.ours:.1f} | {versus_them} | {target} "
+                f"| {judged} | {verdict} |")
+
+
+def daemon_targets(backend: str, rows: dict, processes: dict, others: int) -> list[Target]:
+    """The rows of the D-Bus service, judged against firewalld (or the floor, or itself)."""
+    def row(key: str, limit: float, label: str = "", **basis) -> Target:
+        _, text, theirs, ours = rows[key]
+        if not basis:
+            basis = {"basis": theirs, "basis_name": "firewalld's"}
+        return Target(label or text, theirs, ours, limit, **basis)
+
+    floor = statistics.median(processes["floor200"])
+    targets = [row("switch1", 0.5)]
+    if backend == "nftables":
+        targets.append(row("switchN", 0.5))
+        one = rows["switch1"][3]
+        _, _, _, many = rows["switchN"]
+        targets.append(Target(f"D-Bus switch, {others} bound / 1 bound", None, many, 1.2,
+                              basis=one, basis_name="the switch with 1 bound"))
+    else:
+        targets.append(row("switchN", 2, basis=floor,
+                           basis_name=f"the floor with {others} bound"))
+    targets += [row("noop", 2), row("reload", 0.5), row("reload_call", 0.5), row("port", 0.5)]
+    if "tightenF" in rows:
+        none = rows["tighten0"][3]
+        targets.append(row("tightenF", 1.5, basis=none, basis_name="the same with none"))
+    targets.append(row("rss", 0.6))
+    targets.append(row("startup", 0.3))
+    _, text, theirs, ours = rows["lost"]
+    targets.append(Target(text, theirs, ours, 0))  # counts, not milliseconds
+    return targets
+
+
+def process_targets(processes: dict, others: int) -> list[Target]:
+    """The switch as a whole process: absolute limits, and flat in the interfaces bound."""
+    median = {key: statistics.median(values) for key, values in processes.items()}
+    targets = []
+    for key, name, limit in (("b", "hook `reapply`", 25), ("apply", "`nm-zones apply`", 30)):
+        zero, many = median[f"{key}0"], median[f"{key}200"]
+        targets += [
+            Target(f"switch as a process: {name}, 0 others bound", None, zero, limit),
+            Target(f"switch as a process: {name}, {others} others bound", None, many, limit),
+            Target(f"switch as a process: {name}, {others} bound / 0 bound", None, many, 1.2,
+                   basis=zero, basis_name="0 bound"),
+        ]
+    return targets
+
+
+def floor_lines(backend: str, processes: dict, others: int) -> list[str]:
+    tool = "nft -f" if backend == "nftables" else (
+        "iptables-legacy-restore + ip6tables-legacy-restore")
+    return [
+        f"| floor: {tool}, one interface's chains, {n} others bound | | "
+        f"{statistics.median(processes[key]):.1f} | | | | |"
+        for n, key in ((0, "floor"), (others, "floor200"))
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, help="calls per figure (default 20; fewer for "
+                        "reloads, ports, the switch with many flows and start-up)")
+    parser.add_argument("--others", type=int, help="other interfaces bound (default 200)")
+    parser.add_argument("--flows", type=int, help="unrelated flows tracked (default 10000)")
+    parser.add_argument("--backend", choices=("nftables", "iptables", "both"), default="both")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 runs, 20 others, 1000 flows: to try the script, not to judge")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else {"runs": 20, "others": 200, "flows": 10000}
+    runs, others, flows = (getattr(args, key) or sizes[key] for key in ("runs", "others", "flows"))
+    if os.geteuid() != 0:
+        print("bench/targets.py: run it as root (namespaces, netfilter)", file=sys.stderr)
+        return 1
+    root = versus.firewalld_root()
+    if root is None or not shutil.which("nft"):
+        print("bench/targets.py: needs firewalld's packages (apt-get download) and nft",
+              file=sys.stderr)
+        return 1
+    print(f"nm-zones' targets (issue 25) beside firewalld 1.3.3: medians of {runs} runs "
+          f"(reloads, ports, the switch with many flows: {max(3, runs // 4)}; start-up: "
+          f"{max(3, runs // 5)}), {others} other interfaces, {flows} flows; "
+          f"{os.cpu_count()} cores, Python {sys.version.split()[0]}\n")
+    met = total = 0
+    for backend in ("nftables", "iptables") if args.backend == "both" else (args.backend,):
+        rows = {row[0]: row for row in versus.measure(backend, runs, others, root, flows)}
+        processes = bench.measure_in_namespace(runs, backend, others)
+        if processes is None:
+            return 1
+        targets = daemon_targets(backend, rows, processes, others)
+        targets += process_targets(processes, others)
+        print(f"### {backend}\n")
+        print("| row | firewalld | nm-zones | nm-zones / firewalld | target | judged | |")
+        print("|---|---|---|---|---|---|---|")
+        for target in targets:
+            print(target.line())
+        print("\n".join(floor_lines(backend, processes, others)))
+        print()
+        met += sum(target.met() for target in targets)
+        total += len(targets)
+        sys.stdout.flush()
+    print(f"targets met: {met} of {total}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

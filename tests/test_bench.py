@@ -1,0 +1,52 @@
+"""bench/targets.py runs end to end at its smallest size and prints every target of issue 25.
+
+Only that the script works and says met / NOT met for each row: its figures judge nothing
+here (no timed assertions). About 25 s per backend on the 2-core development machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.harness.firewalld import firewalld_root
+from tests.harness.lab import REPO, base_env
+from tests.test_nm import NEEDS_NM
+
+ROWS = (
+    "D-Bus switch, 1 other bound",
+    "D-Bus switch, 2 others bound",
+    "D-Bus no-op switch, 2 bound",
+    "reload after editing a zone",
+    "the same through D-Bus reload()",
+    "open a port for 30 s",
+    "tightening switch (home -> block), 50 unrelated flows tracked",
+    "daemon RSS with 2 bound",
+    "start-up to first answer",
+    "new connections lost during these",
+    "switch as a process: hook `reapply`, 2 bound / 0 bound",
+    "switch as a process: `nm-zones apply`, 2 bound / 0 bound",
+    "floor: ",
+)
+
+
+@pytest.mark.both_backends
+def test_targets_quick_prints_every_target(backend):
+    if NEEDS_NM or firewalld_root() is None:
+        pytest.skip("needs root, NetworkManager and firewalld's packages")
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "bench", "targets.py"), "--quick",
+         "--backend", backend, "--runs", "1", "--others", "2", "--flows", "50"],
+        capture_output=True, text=True, timeout=300, env={**base_env(), "PYTHONPATH": ""},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    for label in ROWS:
+        assert any(label in row for row in rows), f"no row {label!r}:\n{result.stdout}"
+    judged = [row for row in rows if row.endswith(("| met |", "| NOT met |"))]
+    assert f"targets met: {sum(r.endswith('| met |') for r in judged)} of {len(judged)}" in (
+        result.stdout
+    )
