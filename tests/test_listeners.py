@@ -29,6 +29,7 @@ Exec=musicbox
 # -- names people know (pure) ---------------------------------------------------------------
 
 
+@pytest.mark.pure
 def test_an_app_scope_is_named_by_its_desktop_file(tmp_path):
     from nm_zones.appnames import app_pattern, program_name
 
@@ -51,6 +52,7 @@ def test_an_app_scope_is_named_by_its_desktop_file(tmp_path):
     )
 
 
+@pytest.mark.pure
 def test_a_service_is_named_by_its_unit_description(tmp_path):
     from nm_zones.appnames import program_name, unit_description
 
@@ -65,6 +67,7 @@ def test_a_service_is_named_by_its_unit_description(tmp_path):
     assert program_name("system.slice/unknown.service", [], dirs)[0] == "unknown.service"
 
 
+@pytest.mark.pure
 def test_session_programs_beyond_loopback_are_the_ones_asked_about():
     from nm_zones.appnames import session_uid
     from nm_zones.doors.listeners import programs
@@ -90,6 +93,7 @@ def test_session_programs_beyond_loopback_are_the_ones_asked_about():
     assert programs(sockets, paths, "none") == {}
 
 
+@pytest.mark.pure
 def test_what_the_zone_or_an_allowance_opens_is_not_refused():
     from nm_zones.config.load import load
     from nm_zones.doors.listeners import refused_ports
