@@ -29,8 +29,8 @@ PACKAGE = "nm_zones"
 LONG_FUNCTION = 60  # lines, body and signature
 SPEC_MODULE = f"{PACKAGE}.ruleset.plan"  # the one module that reads a rule spec by position
 STAGES = (
-    ("helpers", ("addresses", "appnames", "digest", "errors", "files", "ifname", "lazy", "locks", "log",
-                 "paths", "protocols", "text")),
+    ("helpers", ("addresses", "appnames", "digest", "errors", "files", "ifname", "lazy",
+                 "locks", "log", "paths", "protocols", "text")),
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),
