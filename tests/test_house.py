@@ -63,3 +63,72 @@ def test_a_new_positional_use_of_a_rule_spec_is_caught(source):
 @pytest.mark.parametrize("source", ["print(spec[TARGET])", "print(spec[SOURCE:])", "x = spec"])
 def test_reading_a_rule_spec_by_its_names_is_not_positional(source):
     assert _house().positional_spec_uses(source, "nm_zones.flows") == []
+
+
+def _top_level_names(path: str) -> set[str]:
+    """What a module defines or imports at its top level (under `if` and `try` too)."""
+    import ast
+
+    with open(path) as source:
+        tree = ast.parse(source.read())
+    names: set[str] = set()
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):
+            pending += node.body + node.orelse + getattr(node, "finalbody", [])
+            for handler in getattr(node, "handlers", []):
+                pending += handler.body
+    return names
+
+
+@pytest.mark.pure
+def test_every_import_of_the_package_names_something_that_exists():
+    """Also the imports inside functions, which run only when their path does (a name
+    moved by a merge once broke AnswerListener with an ImportError at the first answer)."""
+    import ast
+
+    package = os.path.join(REPO, "nm_zones")
+
+    def module_file(dotted: str) -> str | None:
+        base = os.path.join(REPO, *dotted.split("."))
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.exists(candidate):
+                return candidate
+        return None
+
+    broken = []
+    for folder, _dirs, files in os.walk(package):
+        for name in (f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            parts = os.path.relpath(path, REPO)[:-3].split(os.sep)
+            here = parts[:-1]  # the package a relative import starts from
+            with open(path) as source:
+                tree = ast.parse(source.read())
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if node.level:
+                    base = here[: len(here) - node.level + 1] + (node.module or "").split(".")
+                    dotted = ".".join(p for p in base if p)
+                else:
+                    dotted = node.module or ""
+                if not dotted.startswith("nm_zones"):
+                    continue
+                target = module_file(dotted)
+                if target is None:
+                    broken.append(f"{path}:{node.lineno}: no module {dotted}")
+                    continue
+                defined = _top_level_names(target)
+                for alias in node.names:
+                    if alias.name not in defined and not module_file(f"{dotted}.{alias.name}"):
+                        broken.append(f"{path}:{node.lineno}: {dotted} has no {alias.name}")
+    assert not broken, "\n".join(broken)

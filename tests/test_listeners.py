@@ -190,9 +190,9 @@ def questions(desktop, program: str) -> list[dict]:
 
 
 # dunst's menu lines are `#LABEL (SUMMARY) [ID,KEY]`: the answer is picked by summary and key
-# (the agent's question about the network itself has a `block` too)
+# (the agent's question about the network itself has a `block` too); menu.log keeps the menus
 PICK = """#!/bin/sh
-grep -m1 -e "$(cat {home}/want)"
+tee -a {home}/menu.log | grep -m1 -e "$(cat {home}/want)"
 """
 
 
@@ -205,7 +205,15 @@ def answer(nm, desktop, home: str, program: str, key: str, answered) -> None:
         desktop.run(["dunstctl", "context"])
         return wait_for_quietly(answered)
 
-    wait_for(picked, 20, interval=0.5, what=f"the answer {key} for {program}")
+    try:
+        wait_for(picked, 20, interval=0.5, what=f"the answer {key} for {program}")
+    except AssertionError as failed:  # what dunst offered, what the agent and service said
+        menus = nm.sh(f"cat {home}/menu.log").stdout
+        with open(os.path.join(nm.tmp, "serve.log")) as serve:
+            said = serve.read()[-3000:]
+        raise AssertionError(
+            f"{failed}\nmenus:\n{menus}\nagent:\n{desktop.log('notify.log')}\nservice:\n{said}"
+        ) from None
 
 
 def wait_for_quietly(condition, timeout: float = 2.0):

@@ -55,7 +55,7 @@ class ListenerWatch:
     async def answer(self, question: dict, answer: str) -> tuple:
         """Remember `answer` for the question's (app, key) and carry it out now (the
         caller holds the service's mutex)."""
-        from ..ruleset.applications import check_app
+        from ..config.appname import check_app
 
         if answer not in ANSWERS:
             raise FirewallError("INVALID_VALUE", f"{answer!r}: one of {', '.join(ANSWERS)}")
