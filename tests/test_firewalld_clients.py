@@ -432,7 +432,14 @@ def test_an_explicit_binding_claims_an_exempt_interface(sandbox):
     nm.run(["ip", "link", "set", "virbr9", "up"])
     nm.listen(tcp=(22, 9090), udp=())
     probes = [{"kind": "tcp", "address": link.ipv4, "port": port} for port in (22, 9090)]
-    wait_for(lambda: nm.probe(probes) == ["accepted", "accepted"], 10, what="virbr9 exempt")
+    wait_for(
+        lambda: nm.probe(probes) == ["accepted", "accepted"],
+        10,
+        what=lambda: (
+            f"virbr9 exempt: probes {nm.probe(probes)}\n{nm.nm_zones('status', 'virbr9').stdout}"
+            f"{nm.sh('nft list ruleset; ip -br address').stdout}\n{nm.logs()[-3000:]}"
+        ),
+    )
     assert zone_of(nm, "virbr9") == "('',)"
     assert call(nm, f"{ZONE}.changeZoneOfInterface", "libvirt", "virbr9") == "('libvirt',)"
     assert zone_of(nm, "virbr9") == "('libvirt',)"

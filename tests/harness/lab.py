@@ -282,11 +282,14 @@ def first_child(pid: int) -> int:
     return int(children[0]) if children else 0
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what="condition"):
+    """`predicate()`'s first true value within `timeout`; else an AssertionError naming
+    `what` (a string, or a function that describes the state at the time of failure)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    described = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout} s waiting for {described}")
