@@ -66,7 +66,15 @@ only deleted; the switch says so, counts it as not ended, and exits 1.
 
 from __future__ import annotations
 
-from .ruleset.layout import ENDED_LABEL, FAMILIES, FORWARD_OUT, IP_PROTOCOLS
+from .ruleset.layout import (
+    ENDED_LABEL,
+    FAMILIES,
+    FLOW_MARK_MASK,
+    FORWARD_OUT,
+    IP_PROTOCOLS,
+    SHARED_LABELS,
+    flow_mark,
+)
 from .ruleset.plan import (
     DESTINATION,
     MATCHES,
@@ -437,9 +445,9 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
     plan `new` refuses as new (`old`: the zone before, whose port forwarding may explain a
     flow's address translation), and abort their local TCP sockets. Returns how many flows
     ended, and what kept others from ending for good."""
+    import contextlib
     import socket
 
-    from pyroute2 import IPRoute
     from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
 
     from .ifname import interface_index
@@ -448,21 +456,46 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
     if not ifindex:
         return 0, []
     ended, problems = 0, []
-    with IPRoute() as ipr:
-        host = Host(ipr, ifindex)
+    hosts: list[Host] = []  # made for the first candidate: no route lookups without one
+    with contextlib.ExitStack() as stack:
         for family, address_family in (("ipv4", socket.AF_INET), ("ipv6", socket.AF_INET6)):
-            conntrack = NFCTSocket(nfgen_family=address_family)
-            try:
-                flows = [Flow(address_family, message) for message in conntrack.dump()]
-                doomed = forbidden(flows, family, host, old, new)
-                for flow in doomed:
-                    done, problem = _end(conntrack, NFCTAttrTuple, flow, host)
-                    ended += done
-                    if problem:
-                        problems.append(problem)
-            finally:
-                conntrack.close()
+            conntrack = stack.enter_context(
+                contextlib.closing(NFCTSocket(nfgen_family=address_family))
+            )
+            flows = candidates(conntrack, address_family, interface)
+            if not flows:
+                continue
+            if not hosts:
+                from pyroute2 import IPRoute
+
+                hosts.append(Host(stack.enter_context(IPRoute()), ifindex))
+            for flow in forbidden(flows, family, hosts[0], old, new):
+                done, problem = _end(conntrack, NFCTAttrTuple, flow, hosts[0])
+                ended += done
+                if problem:
+                    problems.append(problem)
     return ended, problems
+
+
+def candidates(conntrack, address_family: int, interface: str) -> list:
+    """The flows of one family that may have entered through `interface`, as the kernel
+    filters them by their ct mark (ruleset/layout.py FLOW_MARK_*): the interface's value
+    (shared with some other interfaces'), the catch-all's and the source zones' (the flow
+    came in while the interface had no zone), and none (flows older than nm-zones' rules,
+    this host's own, an exempt interface's, made through ctnetlink, or whose mark another
+    program overwrote). The rest entered through another interface's chains: not read."""
+    values = sorted({flow_mark(interface), flow_mark(SHARED_LABELS[0]), 0})
+    return [Flow(address_family, found) for value in values for found in _dump(conntrack, value)]
+
+
+def _dump(conntrack, value: int) -> tuple:
+    """The entries whose mark bits are `value`, filtered by the kernel (a mark of 0 is a
+    filter too: pyroute2's dump() sends none then)."""
+    from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST
+    from pyroute2.netlink.nfnetlink.nfctsocket import IPCTNL_MSG_CT_GET, nfct_msg
+
+    message = nfct_msg.create_from(mark=value, mark_mask=FLOW_MARK_MASK)
+    return conntrack.request(message, IPCTNL_MSG_CT_GET, msg_flags=NLM_F_REQUEST | NLM_F_DUMP)
 
 
 def forbidden(flows: list, family: str, host: Host, old, new) -> list:

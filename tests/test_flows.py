@@ -21,6 +21,7 @@ from nm_zones.config.model import Settings
 from nm_zones.flows import Packet, accepts, tightens, translation
 from nm_zones.paths import Paths
 from nm_zones.ruleset.cache import load as load_compiled
+from nm_zones.ruleset.layout import flow_mark
 from tests.harness.lab import HARNESS, PYTHON, Link, configure_end
 
 SESSION = os.path.join(HARNESS, "session.py")
@@ -289,6 +290,91 @@ def test_forwarded_flows_end_unless_address_translation_still_allows_them(lab):
         assert send_all(forwarded, "after") == ["dead", "dead"]
         assert send_all(published, "after") == ["ok", "ok"]  # public forwards DNAT'ed too
         assert "ended 2 open flow(s)" in out
+
+
+# -- the kernel hands a switch only its interface's flows (ct mark bits) -------------------
+
+# Run in the zoned host: every flow's original (source, destination, port) with its ct mark,
+# and for each interface named, the flows flows.candidates() reads for it.
+READ_MARKS = """
+import json, socket, sys
+from contextlib import closing
+from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
+from nm_zones.flows import Flow, candidates
+def key(flow):
+    return [flow.source(), flow.destination(), flow.orig.get("CTA_PROTO_DST_PORT")]
+marks, read = [], {name: [] for name in sys.argv[1:]}
+for family in (socket.AF_INET, socket.AF_INET6):
+    with closing(NFCTSocket(nfgen_family=family)) as conntrack:
+        for message in conntrack.dump():
+            marks.append([*key(Flow(family, message)), message.get_attr("CTA_MARK") or 0])
+        for name in read:
+            read[name] += [key(flow) for flow in candidates(conntrack, family, name)]
+print(json.dumps({"marks": marks, "read": read}))
+"""
+
+
+def read_marks(lab, *interfaces: str) -> dict:
+    """{"marks": [[source, destination, port, mark], ...], "read": {interface: [[source,
+    destination, port], ...]}}: the zoned host's conntrack table as the kernel filters it."""
+    return json.loads(lab.run(lab.zoned, [PYTHON, "-c", READ_MARKS, *interfaces]).stdout)
+
+
+def marks_to(table: dict, link, port: int) -> list[int]:
+    """The ct marks of the flows from the peer to `link`'s two addresses on `port`."""
+    addresses = (link.ipv4, link.ipv6)
+    return sorted(
+        mark for _, to, dport, mark in table["marks"] if to in addresses and dport == port
+    )
+
+
+OTHERS_BITS = 0x1234  # a mark someone else sets on every flow (a VPN client, say)
+
+
+@pytest.mark.both_backends
+def test_a_switch_reads_only_its_interface_flows_and_keeps_others_mark_bits(lab):
+    """Each interface's chains give a new flow the interface's mark bits (and leave the bits
+    another program set); a switch asks the kernel for its interface's flows only, ends the
+    forbidden ones, and the other interface's flows are neither read nor touched."""
+    one, two = lab.add_link(), lab.add_link()
+    assert flow_mark(one.name) != flow_mark(two.name)  # vz1, vz2: the test needs them apart
+    Server(lab, lab.zoned)
+    for tool in ("iptables-legacy", "ip6tables-legacy"):
+        lab.shell(f"{tool} -t mangle -A PREROUTING -j CONNMARK --set-xmark {OTHERS_BITS:#x}/0xffff")
+    lab.nm_zones("apply", one.name, "trusted")
+    lab.nm_zones("apply", two.name, "trusted")
+    first, second = (
+        sessions(lab, lab.peer, "tcp", 8080, one),
+        sessions(lab, lab.peer, "tcp", 8080, two),
+    )
+    assert send_all(first + second, "before") == ["ok"] * 4
+    table = read_marks(lab, one.name)
+    assert marks_to(table, one, 8080) == [flow_mark(one.name) | OTHERS_BITS] * 2
+    assert marks_to(table, two, 8080) == [flow_mark(two.name) | OTHERS_BITS] * 2
+    read = {tuple(flow) for flow in table["read"][one.name]}
+    assert {(one.peer_ipv4, one.ipv4, 8080), (one.peer_ipv6, one.ipv6, 8080)} <= read
+    assert not [flow for flow in read if flow[1] in (two.ipv4, two.ipv6)]
+    out = lab.nm_zones("apply", one.name, "block").stdout
+    assert "ended 2 open flow(s)" in out
+    assert send_all(first, "after") == ["dead", "dead"]
+    assert send_all(second, "after") == ["ok", "ok"]
+    assert marks_to(read_marks(lab), two, 8080) == [flow_mark(two.name) | OTHERS_BITS] * 2
+    lab.nm_zones("status")  # exit 0: the kernel holds the rules as planned, mark rules too
+
+
+@pytest.mark.both_backends
+def test_a_flow_that_came_in_while_the_interface_had_no_zone_still_ends(lab):
+    """The catch-all's chains mark flows with the shared value: binding the interface to a
+    stricter zone reads those too, and ends what the zone forbids."""
+    bound, loose = lab.add_link(), lab.add_link()
+    Server(lab, lab.zoned)
+    lab.nm_zones("apply", bound.name, "public")  # the catch-all (public) is in the kernel
+    ssh = sessions(lab, lab.peer, "tcp", 22, loose)
+    assert send_all(ssh, "before") == ["ok", "ok"]
+    assert marks_to(read_marks(lab), loose, 22) == [flow_mark("*")] * 2
+    out = lab.nm_zones("apply", loose.name, "block").stdout
+    assert "ended 2 open flow(s)" in out
+    assert send_all(ssh, "after") == ["dead", "dead"]
 
 
 # -- which switches tighten (the compiled plans of the shipped zones) ----------------------

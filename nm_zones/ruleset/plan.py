@@ -34,7 +34,7 @@ The shapes, innermost first:
 from __future__ import annotations
 
 from ..ifname import chain_name
-from .layout import log_prefix
+from .layout import flow_mark_option, log_prefix
 
 Options = tuple[tuple[str, str], ...]
 MatchSpec = tuple[str, Options]  # (match module, its options)
@@ -92,13 +92,17 @@ def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[TARGET]) ->
 
 
 def for_interface(spec: Spec, zone: str, interface: str) -> Spec:
-    """A zone plan's rule as it is for `interface` (a LOG rule names it in its prefix)."""
-    if spec[TARGET] != "LOG":
+    """A zone plan's rule as it is for `interface` (a LOG rule names it in its prefix, the
+    CONNMARK rule gives its flows the interface's mark)."""
+    if spec[TARGET] == "LOG":
+        options = tuple(
+            (option, log_prefix(zone, interface) if option == "log-prefix" else value)
+            for option, value in spec[TARGET_OPTIONS]
+        )
+    elif spec[TARGET] == "CONNMARK":
+        options = (("set-xmark", flow_mark_option(interface)),)
+    else:
         return spec
-    options = tuple(
-        (option, log_prefix(zone, interface) if option == "log-prefix" else value)
-        for option, value in spec[TARGET_OPTIONS]
-    )
     return (spec[TARGET], options, *spec[SOURCE:])
 
 

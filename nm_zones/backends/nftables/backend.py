@@ -184,9 +184,23 @@ def _verdict(family: str, target: str, options: tuple) -> str:
         return f"dnat {ADDRESS[family]} to {settings['to-destination']}"
     if target == "CT":
         return f"ct helper set {quote(helper_object(settings['helper']))}"
+    if target == "CONNMARK":
+        return _set_mark(settings["set-xmark"])
     if target.startswith("nmz-"):
         return f"jump {chain_ref(target)}"
     raise Untranslatable(f"target {target!r}")
+
+
+def _set_mark(xmark: str) -> str:
+    """CONNMARK --set-xmark VALUE/MASK (ruleset/layout.py FLOW_MARK_*: VALUE within MASK) as
+    nft prints it back: the kept bits folded into the AND (which nft leaves out when it
+    keeps every bit)."""
+    value_text, _, mask_text = xmark.partition("/")
+    value, mask = int(value_text, 16), int(mask_text, 16)
+    keep = (~mask & 0xFFFFFFFF) | value
+    if keep == 0xFFFFFFFF:
+        return f"ct mark set ct mark | {value:#010x}"
+    return f"ct mark set ct mark & {keep:#010x} | {value:#010x}"
 
 
 def helper_object(helper: str) -> str:
