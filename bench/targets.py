@@ -119,6 +119,19 @@ def floor_lines(backend: str, processes: dict, others: int) -> list[str]:
     ]
 
 
+def unjudged_lines(rows: dict) -> list[str]:
+    """Rows measured to be seen, not judged: the tightening switch with 1 flow tracked and
+    with the flows unmarked (nm-zones reads those, whatever interface they came in by:
+    flows.py), and the floor of a switch that looks at flows (one conntrack dump)."""
+    lines = []
+    for key in ("tighten1", "tightenU", "dumpfloor"):
+        if key in rows:
+            _, text, theirs, ours = rows[key]
+            them, ratio = (f"{theirs:.1f}", f"{ours / theirs:.2f}x") if theirs else ("", "")
+            lines.append(f"| {text} | {them} | {ours:.1f} | {ratio} | (not a target) | | |")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -158,7 +171,7 @@ def main() -> int:
         print("|---|---|---|---|---|---|---|")
         for target in targets:
             print(target.line())
-        print("\n".join(floor_lines(backend, processes, others)))
+        print("\n".join(unjudged_lines(rows) + floor_lines(backend, processes, others)))
         print()
         met += sum(target.met() for target in targets)
         total += len(targets)

@@ -25,9 +25,13 @@ Each sandbox has the interface `t0` that the switches use and `--others` more ve
   port for 30 s    `firewall-cmd --zone=work --add-port=8080/tcp --timeout=30s` and
                    `nm-zones allow 8080/tcp --zone work --for 30s` (removed again, untimed)
   tightening       changeZoneOfInterface home -> block of t0 (an address on it, so that a
-                   switch that tightens looks at open flows), with none and with --flows
+                   switch that tightens looks at open flows), with none, 1 and --flows
                    unrelated UDP flows tracked (entries made through ctnetlink, from sources
-                   routed through another interface); block -> home again, untimed
+                   routed through o0, with the ct mark o0's chains give a flow at its first
+                   packet); then with the same flows unmarked (as flows older than nm-zones'
+                   rules, or this host's own, are: nm-zones reads those); block -> home
+                   again, untimed. With them, the floor: one conntrack dump the kernel
+                   filters to nothing, timed inside nm-zones' sandbox
   daemon RSS       VmRSS with N others bound
   start-up         from spawning the daemon to its first answer (getDefaultZone), the rules
                    committed
@@ -53,6 +57,7 @@ sys.path.insert(0, REPO)
 from jeepney import DBusAddress, MessageType, new_method_call  # noqa: E402
 from jeepney.io.blocking import open_dbus_connection  # noqa: E402
 
+from nm_zones.ruleset.layout import flow_mark  # noqa: E402
 from tests.harness.firewalld import (  # noqa: E402
     FirewallD,
     firewall_cmd,
@@ -257,11 +262,11 @@ def port_for_30s(side: Side, run: int) -> float:
     return elapsed
 
 
-def add_flows(side: Side, count: int) -> None:
+def add_flows(side: Side, count: int, mark: int) -> None:
     """`count` UDP flows in the sandbox's conntrack table, from 10.201.0.0/16 (routed through
-    o0) to o0's address: unrelated to t0. Made with ctnetlink, no packet sent; they live an
-    hour."""
-    side.nm.run([PYTHON, "-c", ADD_FLOWS, str(count)], timeout=600)
+    o0) to o0's address: unrelated to t0. Made with ctnetlink, no packet sent, with ct mark
+    `mark` (o0's, as its chains set it at a flow's first packet, or 0); they live an hour."""
+    side.nm.run([PYTHON, "-c", ADD_FLOWS, str(count), str(mark)], timeout=600)
 
 
 ADD_FLOWS = """
@@ -272,7 +277,7 @@ with NFCTSocket() as conntrack:
     for n in range(int(sys.argv[1])):
         source, port = f"10.201.{n // 250}.{n % 250 + 2}", 20000 + n % 40000
         conntrack.entry(
-            "add", timeout=3600,
+            "add", timeout=3600, mark=int(sys.argv[2]),
             tuple_orig=NFCTAttrTuple(saddr=source, daddr="10.201.255.1", proto=17,
                                      sport=port, dport=53),
             tuple_reply=NFCTAttrTuple(saddr="10.201.255.1", daddr=source, proto=17,
@@ -311,6 +316,28 @@ def stop_connecting(process: subprocess.Popen) -> tuple[int, int]:
 def tighten(side: Side, run: int) -> float:
     side.bind("t0", "home")
     return side.timed(ZONE, "changeZoneOfInterface", "ss", ("block", "t0"))
+
+
+DUMP_FLOOR = """
+import statistics, sys, time
+from contextlib import closing
+from pyroute2 import NFCTSocket
+from nm_zones.flows import AF_UNSPEC, _dump
+times = []
+with closing(NFCTSocket(nfgen_family=AF_UNSPEC)) as conntrack:
+    for _ in range(int(sys.argv[1])):
+        start = time.perf_counter()
+        assert not _dump(conntrack, 0xFF, 0xFF)  # no mark has all the low 8 bits
+        times.append((time.perf_counter() - start) * 1000)
+print(statistics.median(times))
+"""
+
+
+def dump_floor(side: Side, runs: int) -> float:
+    """The median time of one conntrack dump that the kernel filters to nothing, in the
+    sandbox: what a switch that looks at flows cannot go below (the walk of the kernel's
+    whole hash table, every namespace's entries and every bucket)."""
+    return float(side.nm.run([PYTHON, "-c", DUMP_FLOOR, str(runs)]).stdout)
 
 
 def flush_flows(side: Side) -> None:
@@ -387,10 +414,23 @@ def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000)
                 add("tighten0", f"tightening switch (home -> block), {before} flows tracked",
                     interleaved(sides, runs, tighten))
                 for side in sides:
-                    add_flows(side, flows)
+                    add_flows(side, 1, flow_mark("o0"))
+                add("tighten1", "the same, 1 unrelated flow tracked",
+                    interleaved(sides, runs, tighten))
+                for side in sides:
+                    flush_flows(side)
+                    add_flows(side, flows, flow_mark("o0"))
                 tracked = "/".join(str(conntrack_count(side)) for side in sides)
                 add("tightenF", f"tightening switch (home -> block), {flows} unrelated flows "
                     f"tracked ({tracked} in the tables, {before} before)",
+                    interleaved(sides, few, tighten))
+                rows.append(("dumpfloor", "floor: one conntrack dump the kernel filters to "
+                             "nothing (it walks the whole hash table)", 0.0,
+                             dump_floor(sides[1], runs)))
+                for side in sides:
+                    flush_flows(side)
+                    add_flows(side, flows, 0)
+                add("tightenU", f"the same, the {flows} flows unmarked (older than the rules)",
                     interleaved(sides, few, tighten))
                 for side in sides:
                     flush_flows(side)

@@ -24,6 +24,7 @@ from .layout import (
     FAMILIES,
     FORWARD_OUT,
     SECTION_CATCHALL,
+    SHARED_LABELS,
     flow_mark_option,
     log_prefix,
     uses_goto,
@@ -63,12 +64,15 @@ def _state(*states: str) -> Match:
 ENDED = Rule("DROP", matches=(Match("connlabel", (("label", ENDED_LABEL),)),))
 
 
-def _mark(label: str) -> Rule:
-    """A flow's first packet gives it the chain's ct mark bits (ruleset/layout.py FLOW_MARK_*):
-    a tightening switch then reads only its interface's flows (flows.py). Placed after the
-    established flows are accepted, so only new ones (and untracked packets, which have no
-    entry to mark) pass it; expected flows (FTP data) inherit their master's mark."""
-    return Rule("CONNMARK", (("set-xmark", flow_mark_option(label)),), matches=(_state("NEW"),))
+def _mark(label: str) -> list[Rule]:
+    """An interface's chain gives a flow's first packet the interface's ct mark bits
+    (ruleset/layout.py FLOW_MARK_*): a tightening switch then reads only its interface's
+    flows and the unmarked ones (flows.py). Placed after the established flows are accepted,
+    so only new ones (and untracked packets, which have no entry to mark) pass it; expected
+    flows (FTP data) inherit their master's mark. The catch-all and source chains set none."""
+    if label in SHARED_LABELS:
+        return []
+    return [Rule("CONNMARK", (("set-xmark", flow_mark_option(label)),), matches=(_state("NEW"),))]
 
 
 def _port_rule(port: PortRange, option: str, destination: str | None = None) -> Rule:
@@ -122,7 +126,7 @@ def input_rules(zone: Zone, config: Config, family: str, label: str) -> tuple[Ru
     rules = [
         ENDED,
         Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),)),
-        _mark(label),
+        *_mark(label),
         Rule("DROP", matches=(_state("INVALID"),)),
     ]
     if family == "ipv6" and zone.target in ("reject", "drop"):
@@ -169,7 +173,7 @@ def forward_rules(zone: Zone, family: str, label: str) -> tuple[Rule, ...]:
     its target); target default lets the egress zones accept (masquerade), then refuses the
     rest.
     """
-    rules = [ENDED, Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),)), _mark(label)]
+    rules = [ENDED, Rule("ACCEPT", matches=(_state("RELATED", "ESTABLISHED"),)), *_mark(label)]
     remote = _forward_ports(zone, family, remote_only=True)
     rules += [_forwarded_port_rule(forward, family) for forward in remote]
     rules += [

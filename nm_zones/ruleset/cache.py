@@ -21,7 +21,7 @@ import os
 from ..files import read_trusted
 from ..paths import Paths, config_fingerprint
 from .layout import CHAIN_KINDS
-from .plan import NO_TABLE, KernelPlan, ZonePlan, for_interface, template
+from .plan import NO_TABLE, TARGET, KernelPlan, ZonePlan, for_interface, template
 
 CACHE_FILE = "compiled"
 # 2: forwarding names families; 3: and the settings; 4: services' rules; 5: user-profile-zones;
@@ -95,8 +95,12 @@ class CompiledConfig:
 
         plan = self.zones.get(zone) or self.zones[FALLBACK_ZONE]
         chains = plan.chains_by_table.get((family, "filter"), NO_TABLE)[0]
-        return {
-            kind: tuple(for_interface(spec, plan.name, LABEL) for spec in specs)
+        return {  # without the interface's flow mark rule (ruleset/build.py _mark)
+            kind: tuple(
+                for_interface(spec, plan.name, LABEL)
+                for spec in specs
+                if spec[TARGET] != "CONNMARK"
+            )
             for kind, specs in chains
             if kind in ("in", "fwd")
         }

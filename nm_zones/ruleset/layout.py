@@ -70,32 +70,35 @@ DISPATCH = {
 # the whole ct mark for themselves, and labels are 128 bits that little else uses.
 ENDED_LABEL = "127"
 # The ct mark bits nm-zones owns (flows.py): each interface's input and forward chains set
-# them on a flow's first packet to the interface's value (1-254, from its name), the
-# catch-all's and the source zones' chains to FLOW_MARK_SHARED, so that a tightening switch
-# asks the kernel for the flows of one interface instead of reading the whole table. The
-# other 24 bits are left as they are (`ct mark set ct mark & ... | ...`, CONNMARK
-# --set-xmark VALUE/MASK): VPN clients, container runtimes and tailscale use the low ones.
+# them on a flow's first packet to the interface's code, 4 of the 8 bits (70 codes, picked by
+# the interface's name), so that a tightening switch asks the kernel, in one filtered dump,
+# for the flows whose bits are within its interface's code: its own, and the unmarked ones
+# (no other code is within it). The other 24 bits are left as they are (`ct mark set ct mark
+# & ... | ...`, CONNMARK --set-xmark VALUE/MASK): VPN clients, container runtimes and
+# tailscale use the low ones. The catch-all's and the source zones' chains set no mark.
 FLOW_MARK_SHIFT = 24
 FLOW_MARK_MASK = 0xFF << FLOW_MARK_SHIFT
-FLOW_MARK_SHARED = 0xFF
+FLOW_MARK_CODES = tuple(code for code in range(256) if bin(code).count("1") == 4)
 SHARED_LABELS = ("*", "src")  # the catch-all's and the source zones' (ruleset/sources.py)
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 LOG_PREFIX_MAX = 29
 
 
 def flow_mark(label: str) -> int:
-    """The ct mark (within FLOW_MARK_MASK) the chains of `label` (an interface name, or one
-    of SHARED_LABELS) give the flows they see first. Two interfaces may share a value: the
+    """The ct mark bits (within FLOW_MARK_MASK) the chains of interface `label` give the
+    flows they see first; 0 for SHARED_LABELS (no mark). Interfaces may share a code: the
     mark only narrows what a switch reads; which flows entered through the interface is
     still decided by the routing test (flows.py)."""
     import zlib
 
-    value = FLOW_MARK_SHARED if label in SHARED_LABELS else zlib.crc32(label.encode()) % 254 + 1
-    return value << FLOW_MARK_SHIFT
+    if label in SHARED_LABELS:
+        return 0
+    code = FLOW_MARK_CODES[zlib.crc32(label.encode()) % len(FLOW_MARK_CODES)]
+    return code << FLOW_MARK_SHIFT
 
 
 def flow_mark_option(label: str) -> str:
-    """CONNMARK's `--set-xmark` value for `label`, as iptables-save prints it."""
+    """CONNMARK's `--set-xmark` value for interface `label`, as iptables-save prints it."""
     return f"{flow_mark(label):#x}/{FLOW_MARK_MASK:#x}"
 
 
