@@ -26,20 +26,35 @@ to a laxer or equal zone never imports pyroute2 (200-600 ms on a busy 2-core mac
 10 MiB); neither does a tightening switch in a namespace whose conntrack table is empty, nor
 one of an interface the host has no route through (before it has addresses).
 
+Which flows are read. Reading the whole table cost seconds with 10 000 flows tracked (most
+of it pyroute2 parsing each entry, and one route lookup per source). So each interface's
+input and forward chains give a flow's first packet the interface's code in the top 8 bits
+of the ct mark (ruleset/layout.py FLOW_MARK_*: 4 of the 8 bits, 70 codes, from the name;
+the other 24 bits are left as they are), and a switch asks for one dump, both families, that
+the kernel filters by mark: the flows whose bits are within the interface's code, that is
+its own (and those of interfaces that share its code), and the unmarked ones. Unmarked are
+flows older than the rules, this host's own, those that came in by the catch-all or a source
+zone (whose chains mark nothing: such a flow may belong to any interface), an exempt
+interface's, entries made through ctnetlink, and flows whose bits someone cleared; they are
+read, whatever their number, and judged as before. Weighed and not taken: a kernel filter by
+tuple (CTA_FILTER, Linux 5.8) matches exact addresses only, so it finds neither forwarded
+flows nor flows to the host's other addresses; conntrack zones change how NAT and helpers
+match; ct labels cannot filter a dump; a mark set on every packet would cost every packet.
+What the filter cannot save: the kernel still walks its whole conntrack hash table (all
+namespaces' entries, and every bucket: about 9 ms with 262 144 buckets on an idle 2-core
+machine), so a tightening switch with one flow tracked costs that much more than one with
+none, and 10 000 unrelated flows cost about the same as one.
+
 Which flows entered through the interface. Conntrack does not record the interface a flow
-came in on. nm-zones asks the kernel's routing table: a flow whose original source is not an
-address of this host entered through the interface the host routes that source to (for a
-flow to one of the host's addresses, the route is looked up from that address, so policy
-routing by source is followed). This is the reverse-path test of strict rp_filter, and holds
-whenever routing is symmetric, which is what a NetworkManager host has. The alternative, a
-conntrack mark or zone set by a rule in each interface's chains, would be exact even with
-asymmetric routes, but it costs a rule that every new flow passes, takes connmark bits that
-VPN clients and container runtimes use for themselves (or splits conntrack into zones, which
-changes how NAT and helpers match), and knows nothing of flows that began before the rule
-existed (before nm-zones started, or before an upgrade): the routing answer needs no rule, no
-state, and covers every flow in the table. IPv6 link-local sources (fe80::/10) have a route
-on every link: such a flow counts as the interface's when its destination is the
-interface's own address, or a multicast group on a link that has a link-local address.
+came in on, and the mark only narrows what is read (codes are shared, and unmarked flows
+carry no interface). nm-zones asks the kernel's routing table: a flow whose original source
+is not an address of this host entered through the interface the host routes that source to
+(for a flow to one of the host's addresses, the route is looked up from that address, so
+policy routing by source is followed). This is the reverse-path test of strict rp_filter, and
+holds whenever routing is symmetric, which is what a NetworkManager host has. IPv6
+link-local sources (fe80::/10) have a route on every link: such a flow counts as the
+interface's when its destination is the interface's own address, or a multicast group on a
+link that has a link-local address.
 
 Where the zone's rules are read. The new zone's compiled plan (plan.ZonePlan, the very
 rules committed) is evaluated for the flow's first packet: its nat PREROUTING rules (port
@@ -57,11 +72,12 @@ was deleted by another program (`conntrack -F`), is new again: what this host (o
 behind it whose zone lets it open flows) sends next is a flow it opens, as any outgoing one.
 (3) What this host itself sends on an ended flow leaves (zones filter what comes in); and a
 forwarded flow's packets coming back through an exempt interface (a container bridge) are
-left to that interface's own rules. (4) An entry made while no rule used labels (flows
-older than nm-zones' first run after an upgrade, or opened while it was disabled) has no
-room for a label: a TCP
-connection to this host is then deleted and its socket aborted (ended), any other such flow
-only deleted; the switch says so, counts it as not ended, and exits 1.
+left to that interface's own rules. (4) A flow whose top 8 ct mark bits another program set
+to anything but 0 or the interface's code is not read. (5) An entry made while no rule used
+labels (flows older than nm-zones' first run after an upgrade, or opened while it was
+disabled) has no room for a label: a TCP connection to this host is then deleted and its
+socket aborted (ended), any other such flow only deleted; the switch says so, counts it as
+not ended, and exits 1.
 """
 
 from __future__ import annotations
