@@ -89,12 +89,12 @@ def flow_mark(label: str) -> int:
     flows they see first; 0 for SHARED_LABELS (no mark). Interfaces may share a code: the
     mark only narrows what a switch reads; which flows entered through the interface is
     still decided by the routing test (flows.py)."""
-    import zlib
-
     if label in SHARED_LABELS:
         return 0
-    code = FLOW_MARK_CODES[zlib.crc32(label.encode()) % len(FLOW_MARK_CODES)]
-    return code << FLOW_MARK_SHIFT
+    digest = 0x811C9DC5  # FNV-1a: no import on an event's path (zlib is not in its budget)
+    for byte in label.encode():
+        digest = ((digest ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return FLOW_MARK_CODES[digest % len(FLOW_MARK_CODES)] << FLOW_MARK_SHIFT
 
 
 def flow_mark_option(label: str) -> str:
