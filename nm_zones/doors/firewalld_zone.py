@@ -22,9 +22,9 @@ from ..errors import ConfigError, UsageError
 from ..ruleset.allowances import expired
 from ..ruleset.runtime_features import MASQUERADE, forward_fields, forward_what, is_feature
 from . import allow
-from .allow import check_what
 from .busapi import ACTION_CONFIGURE, MAIN_INTERFACE, ZONE_INTERFACE, FirewallError
 from .firewalld_config import settings_dict
+from .firewalld_ports import check_port, port_text
 from .firewalld_sources import Sources  # the zone files' and the runtime's
 
 # what nm-zones does not do, each refused with a firewalld code firewall-cmd knows
@@ -44,10 +44,6 @@ UNSUPPORTED_SIGNATURES = {
     "addIcmpBlockInversion": "s",
     "enableLockdown": "",
 }
-
-
-def port_text(port: str, protocol: str) -> str:
-    return f"{port}/{protocol}"
 
 
 def in_file(item: str, zone: str) -> str:
@@ -213,7 +209,7 @@ class RuntimeZones:
 
     async def add_port(self, zone: str, port: str, protocol: str, timeout: int) -> tuple:
         name = self._zone_name(zone)
-        what = self._check_port(port, protocol)
+        what = check_port(port, protocol)
         if what in await self._ports(name):
             raise FirewallError("ALREADY_ENABLED", f"'{port}:{protocol}' already in '{name}'")
         await self._allow(name, what, timeout, grant=True)
@@ -223,7 +219,7 @@ class RuntimeZones:
 
     async def remove_port(self, zone: str, port: str, protocol: str) -> tuple:
         name = self._zone_name(zone)
-        what = self._check_port(port, protocol)
+        what = check_port(port, protocol)
         if what not in self._runtime(name):
             if what in await self._ports(name):
                 raise FirewallError("INVALID_COMMAND", in_file(f"{port}:{protocol}", name))
@@ -231,17 +227,6 @@ class RuntimeZones:
         await self._allow(name, what, 0, grant=False)
         await self.service.emit(ZONE_INTERFACE, "PortRemoved", "sss", (name, port, protocol))
         return (name,)
-
-    @staticmethod
-    def _check_port(port: str, protocol: str) -> str:
-        if protocol not in ("tcp", "udp", "sctp", "dccp"):
-            raise FirewallError(
-                "INVALID_PROTOCOL", f"'{protocol}' not in {{'tcp'|'udp'|'sctp'|'dccp'}}"
-            )
-        try:
-            return check_what(port_text(port, protocol), None)
-        except UsageError:
-            raise FirewallError("INVALID_PORT", port) from None
 
     async def _allow(self, zone: str, what: str, timeout: int, grant: bool) -> None:
         """`nm-zones allow|revoke WHAT --zone ZONE [--for TIMEOUTs]` under the state lock."""
@@ -307,7 +292,7 @@ class RuntimeZones:
         """firewalld's checks of a forward port, then its allowance's name."""
         import ipaddress
 
-        cls._check_port(port, protocol)
+        check_port(port, protocol)
         if not to_port and not to_addr:
             raise FirewallError("INVALID_FORWARD", "port or address needed")
         if to_port and not (to_port.isdigit() and 1 <= int(to_port) <= 65535):

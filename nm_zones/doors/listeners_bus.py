@@ -23,6 +23,7 @@ from .listeners import (
     question_text,
     refused_ports,
 )
+from .service_log import log
 
 SCAN_SECONDS = 2.0
 QUESTION_KEYS = ("app", "key", "interface", "ports", "zone", "label", "name")
@@ -95,8 +96,6 @@ class ListenerWatch:
 
     async def run(self) -> None:
         """Scan every SCAN_SECONDS until cancelled; a failed scan is logged, not fatal."""
-        from .service import log
-
         while True:
             try:
                 questions = await asyncio.to_thread(self.scan)
@@ -257,7 +256,6 @@ class ListenerWatch:
             from ..config.load import load
             from ..errors import UsageError
             from .apps import check_app_support
-            from .service import log
 
             try:
                 check_app_support(backend_name(load(self.service.paths).config))

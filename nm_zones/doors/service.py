@@ -46,7 +46,6 @@ from ..config.mapfile import set_map_zone
 from ..engine import REASON_DBUS, Engine
 from ..errors import NmZonesError, UsageError, describe
 from ..ifname import check_interface, interface_index, matches_exempt
-from ..log import to_syslog
 from ..networks.zone import quick_after
 from ..networks.zone import recorded as recorded_network
 from ..paths import Paths, config_fingerprint
@@ -81,6 +80,7 @@ from .limits import RefusalLog, bounded_reply, too_large
 from .listeners_bus import ListenerWatch
 from .networks import assign_on_bus
 from .nm import assign, disable, enable
+from .service_log import LOG_LIMIT, log
 from .zone_editor import edit_zone, revoke_allowance, zone_details
 
 NM_BUS = "org.freedesktop.NetworkManager"
@@ -102,7 +102,6 @@ CALL_TIMEOUT = 25.0
 POLKIT_TIMEOUT = 120.0  # an authentication dialog may be answered by a human
 ALLOW_USER_INTERACTION = 1
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
-LOG_LIMIT = 1024  # characters of one log line
 SUMMARY_AFTER = 2.0  # seconds between the summaries of refusals held back (limits.RefusalLog)
 CACHE_LIMIT = 4096
 NM_DEVICES = (  # a device appears: a binding made before it existed applies now
@@ -122,14 +121,6 @@ class BusCallFailed(NmZonesError):
     def __init__(self, name: str, text: str):
         self.name = name
         super().__init__(f"{name}: {text}")
-
-
-def log(message: str, warning: bool = False) -> None:
-    """Every line the service logs goes to stderr (the journal, under systemd) and syslog;
-    never more than LOG_LIMIT characters."""
-    message = shorten(message, LOG_LIMIT)
-    print(f"nm-zones serve: {message}", file=sys.stderr, flush=True)
-    to_syslog(f"serve: {message}", warning=warning)
 
 
 class Bus:
