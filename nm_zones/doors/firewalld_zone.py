@@ -24,6 +24,7 @@ from ..ruleset.runtime_features import MASQUERADE, forward_fields, forward_what,
 from . import allow
 from .busapi import ACTION_CONFIGURE, MAIN_INTERFACE, ZONE_INTERFACE, FirewallError
 from .firewalld_config import settings_dict
+from .firewalld_permanent import PermanentItems
 from .firewalld_ports import check_port, port_text
 from .firewalld_sources import Sources  # the zone files' and the runtime's
 
@@ -332,12 +333,9 @@ class RuntimeZones:
         await self.service.make_bindings_permanent()
         return ()
 
-
     async def _feature_to_permanent(self, zone: str, what: str) -> None:
         """A runtime masquerade or forward port into the zone's file (the config object's
         writer: doors/firewalld_permanent.py); one the file already has stays as it is."""
-        from .firewalld_permanent import PermanentItems
-
         items = PermanentItems(self.service.config_objects, zone)
         try:
             if what == MASQUERADE:

@@ -12,6 +12,15 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+from ..config.appname import check_app
+from ..config.load import load
+from ..engine import IN_KERNEL
+from ..errors import UsageError
+from ..networks.store import load_store
+from ..ruleset.allowances import effective
+from ..sockdiag import listening_sockets
+from .allow import Request, run
+from .apps import check_app_support
 from .busapi import ACTION_CONFIGURE, NMZ_INTERFACE, FirewallError
 from .listeners import (
     ANSWERS,
@@ -23,6 +32,7 @@ from .listeners import (
     question_text,
     refused_ports,
 )
+from .networks_bus import identification
 from .service_log import log
 
 SCAN_SECONDS = 2.0
@@ -56,8 +66,6 @@ class ListenerWatch:
     async def answer(self, question: dict, answer: str) -> tuple:
         """Remember `answer` for the question's (app, key) and carry it out now (the
         caller holds the service's mutex)."""
-        from ..config.appname import check_app
-
         if answer not in ANSWERS:
             raise FirewallError("INVALID_VALUE", f"{answer!r}: one of {', '.join(ANSWERS)}")
         try:
@@ -111,11 +119,6 @@ class ListenerWatch:
     def connections(self):
         """(engine, state, config, [(interface, binding, key, label)]) of the bound
         interfaces whose network is known or was looked for."""
-        from ..config.load import load
-        from ..engine import IN_KERNEL
-        from ..networks.store import load_store
-        from .networks_bus import identification
-
         engine = self.service.engine()
         state = engine.state_dir.load()
         config = load(self.service.paths).config
@@ -134,9 +137,6 @@ class ListenerWatch:
         return engine, state, config, found
 
     def scan(self) -> list[dict]:
-        from ..ruleset.allowances import effective
-        from ..sockdiag import listening_sockets
-
         _engine, state, config, found = self.connections()
         whom = config.settings.ask_about_listeners
         if whom == "none" or not found:
@@ -211,8 +211,6 @@ class ListenerWatch:
         return await self.change_allowances(missing, "allow")
 
     def in_force(self, app: str, row: dict) -> list[tuple[str, str]]:
-        from ..config.load import load
-
         backend = backend_name(load(self.service.paths).config)
         whats = set(_whats(app, row, backend))
         state = self.service.engine().state_dir.load()
@@ -220,9 +218,6 @@ class ListenerWatch:
 
     async def change_allowances(self, changes, command: str) -> list[str]:
         """`allow|revoke WHAT --interface IF [--for Ns]` for each, as the command runs it."""
-        from ..config.load import load
-        from .allow import Request, run
-
         said: list[str] = []
         for interface, what, seconds in changes:
             if what.startswith("app:") and command == "allow" and not self.app_support():
@@ -253,10 +248,6 @@ class ListenerWatch:
 
     def app_support(self) -> bool:
         if self.apps_supported is None:
-            from ..config.load import load
-            from ..errors import UsageError
-            from .apps import check_app_support
-
             try:
                 check_app_support(backend_name(load(self.service.paths).config))
                 self.apps_supported = True
