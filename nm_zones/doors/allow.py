@@ -263,14 +263,22 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
         to_syslog(line)
         _say(engine, line)
         return
-    for name in reached:
-        binding = state.interfaces[name]
+    skipped = set()
+
+    def reapply(name: str) -> None:
         warnings = len(engine.warnings)
         change = engine.reapply(name, state, said)
         if change is not None:
-            engine.changes.remove(change)
+            engine.changes.remove(change)  # said below, in this command's words
         elif len(engine.warnings) > warnings:
-            continue  # not committed (its warning says why): no line claims it was
+            skipped.add(name)  # not committed (its warning says why): no line claims it was
+
+    # every interface of the zone in one transaction (engine/together.py)
+    skipped |= engine.together(state, [lambda name=name: reapply(name) for name in reached])
+    for name in reached:
+        if name in skipped:
+            continue
+        binding = state.interfaces[name]
         line = f"{request.label(name)}: {said}"
         still = [w for w, *_ in effective(state.allowances, name, binding.zone)]
         if not request.grant and request.what in still:

@@ -22,6 +22,7 @@ from .basics import (
     interface_plan,
     ms,
 )
+from .together import Pending
 
 
 class Bindings:
@@ -62,12 +63,14 @@ class Bindings:
         started = time.monotonic()
         plan = interface_plan(self.compiled, interface, usable, allowed, self.paths)
         binding = _applying(usable.name, reason, ifindex, connection, digest, degraded, inputs)
-        self._commit_binding(state, interface, old, usable, plan, binding)
+        pending = self._commit_binding(state, interface, old, usable, plan, binding)
         why = why or change_reason(reason, old, usable.name)
         source = connection.id or connection.uuid
         before = old.zone if old else ""
         change = Change(interface, before, usable.name, why, source, ms(started), degraded)
         change.flows_ended = binding.flows_ended
+        if pending is not None:
+            pending.change = change  # its flows are ended once the commit is made
         return self._changed(change)
 
     def _ready_to_bind(self, interface: str, reason: str, state: State | None) -> State:
@@ -142,9 +145,10 @@ class Bindings:
 
     def _commit_binding(
         self, state: State, interface: str, old, usable, plan, binding: Binding
-    ) -> None:
+    ) -> Pending | None:
         """Journal the binding as `applying` (with every table it may touch), commit the
-        plan, then record it `applied` and end the flows the new zone forbids."""
+        plan, then record it `applied` and end the flows the new zone forbids; inside
+        `together` (together.py) the commit waits for the others: their Pending."""
         new_tables = sorted(plan.tables)
         previous = old.table_set() if old else None
         binding.tables = [list(t) for t in sorted(set(new_tables) | (previous or set()))]
@@ -160,7 +164,8 @@ class Bindings:
             binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
 
         committing = self.backend.view_keys(tables)
-        self.commit(state, committing, lambda: self.backend.apply(plan, previous), applied)
+        pending = Pending(interface, plan, previous, committing, applied, binding)
+        return self._wait_or_commit(state, pending)
 
     def _warn_applications(self, interface: str, zone: str, plan) -> None:
         """A zone's `applications` open nothing on iptables (ruleset/applications.py)."""

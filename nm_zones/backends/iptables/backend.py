@@ -47,6 +47,10 @@ class IptablesBackend:
     def apply(self, plan, previous_tables=None) -> None:
         self.netfilter.apply(without_applications(plan), previous_tables)
 
+    def apply_many(self, items: list) -> None:
+        """Several interfaces' plans: one commit per table and family for all of them."""
+        self.netfilter.apply_many([(without_applications(p), tables) for p, tables in items])
+
     def remove(self, interface, previous_tables=None) -> None:
         self.netfilter.remove(interface, previous_tables)
 

@@ -525,6 +525,24 @@ class NftablesBackend:
         if plan.forwarding:
             enable_forwarding(plan.forwarding)
 
+    def apply_many(self, items: list) -> None:
+        """Several interfaces' plans (no catch-all) in one transaction."""
+        from ...ifname import chain_name
+
+        lines: list[str] = []
+        touched: set[str] = set()
+        for plan, _previous in items:
+            owned = frozenset(chain_name(plan.interface, kind) for kind in CHAIN_KINDS)
+            self.faults.check(owned)
+            touched |= owned
+            lines += interface_script(plan)
+        self._change(lines, touched)
+        plans = [plan for plan, _ in items]
+        self._fill_sets(plans)
+        forwarding = sorted({f for plan in plans for f in plan.forwarding or ()})
+        if forwarding:
+            enable_forwarding(forwarding)
+
     def remove(self, interface: str | None, previous_tables=None) -> None:
         from ...ifname import chain_name
 
