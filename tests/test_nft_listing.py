@@ -98,6 +98,8 @@ LISTING = {
         {"rule": {"family": "inet", "table": "nm-zones", "chain": "nmz-if-eth0-in",
                   "handle": 22, "expr": [{"reject": {"type": "icmp",
                                                      "expr": "host-prohibited"}}]}},
+        {"rule": {"family": "inet", "table": "nm-zones", "chain": "nmz-if-eth0-in",
+                  "handle": 23, "expr": [{"accept": None}], "comment": "another's"}},
     ]
 }  # fmt: skip
 
@@ -107,7 +109,11 @@ def test_a_listing_gives_chains_with_their_rules_and_maps_with_their_elements():
     assert chains == {
         "input": ["iifname vmap @nmz-input"],  # the hook is not a rule
         "nmz-if-ab~12-in": [],  # a hashed name as the plans spell it
-        "nmz-if-eth0-in": ["ct state invalid drop", "reject with icmp host-prohibited"],
+        "nmz-if-eth0-in": [
+            "ct state invalid drop",
+            "reject with icmp host-prohibited",
+            'accept comment "another\'s"',  # a comment nm-zones never writes
+        ],
     }
     assert maps == {"nmz-input": {"eth0": "jump nmz-if-eth0-in"}, "nmz-pre": {}}
     assert parse_listing("") is None

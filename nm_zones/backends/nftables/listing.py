@@ -60,8 +60,10 @@ def parse_listing(text: str) -> Listing | None:
             maps[item["map"]["name"]] = {_value(key): statement(v) for key, v in elements}
         elif "rule" in item:
             rule = item["rule"]
-            text_of = " ".join(statement(part) for part in rule["expr"])
-            chains.setdefault(chain_of(rule["chain"]), []).append(text_of)
+            words = [statement(part) for part in rule["expr"]]
+            if "comment" in rule:  # nm-zones writes none: another program's
+                words.append(f'comment "{rule["comment"]}"')
+            chains.setdefault(chain_of(rule["chain"]), []).append(" ".join(words))
     return chains, maps
 
 

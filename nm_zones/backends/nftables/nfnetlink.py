@@ -51,7 +51,7 @@ NFTA_GEN_ID = 1
 BASE_CHAIN_ATTRIBUTES = (NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY, NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS)
 ENOENT = 2
 ATTEMPTS = 5
-RECEIVE_SIZE = 1 << 20  # one read of a dump: the kernel fills at most a page or two
+RECEIVE_SIZE = 1 << 20  # what one recv takes: more than the kernel sends of a dump at once
 
 NLMSGHDR = struct.Struct("=IHHII")  # struct nlmsghdr: length, type, flags, seq, pid
 NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id (big endian)
