@@ -134,6 +134,7 @@ MODULE_TIERS = {
     "test_firewalld_api.py": "pure",
     "test_house.py": "pure",
     "test_limits.py": "pure",
+    "test_nft_listing.py": "pure",
     "test_plan.py": "pure",  # its tests that commit take `lab`
     "test_translations.py": "pure",
     "test_userzones.py": "pure",
