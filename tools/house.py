@@ -305,7 +305,8 @@ def report(numbers: dict) -> str:
         f"Event-path functions over {EVENT_PATH_FUNCTION} lines: "
         f"{len(numbers['event-path-long-functions'])}"
     )
-    lines += [f"  {row['lines']:4}  {row['function']}" for row in numbers["event-path-long-functions"]]
+    event_path = numbers["event-path-long-functions"]
+    lines += [f"  {row['lines']:4}  {row['function']}" for row in event_path]
     lines.append("Largest modules:")
     lines += [f"  {row['lines']:4}  {row['module']}" for row in numbers["largest-modules"]]
     lines.append(f"Import circles: {len(numbers['circles'])}")
