@@ -102,13 +102,22 @@ def program_name(app: str, remembered: dict[str, str]) -> str:
     return name
 
 
-def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, int, str]]:
-    from ..ruleset.allowances import effective
+def _allowed_with_scope(
+    state, interface: str, zone: str, network: str = ""
+) -> list[tuple[str, int, int, str]]:
+    """The allowances that reach the interface, each with the scope that granted it:
+    "interface", "network" (`allow --network`: the known network it is on) or "zone"."""
+    from ..ruleset.allowances import effective, network_owner
 
     mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
+    ours = {a[2] for a in state.allowances if network and a[0] == network_owner(network)}
+
+    def scope(what: str) -> str:
+        return "interface" if what in mine else "network" if what in ours else "zone"
+
     return [
-        (what, deadline, wall, "interface" if what in mine else "zone")
-        for what, deadline, wall in effective(state.allowances, interface, zone)
+        (what, deadline, wall, scope(what))
+        for what, deadline, wall in effective(state.allowances, interface, zone, network)
     ]
 
 
@@ -152,7 +161,12 @@ def show_interface(args) -> int:
     if zone is not None:
         zone_view = zone_json(zone, config)
         zone_view["all_services"] = {n: service_json(s) for n, s in config.services.items()}
-    allowed = _allowed_with_scope(state, name, zone_name) if binding is not None else []
+    allowed = []
+    if binding is not None:
+        from ..engine import binding_network
+
+        network = binding_network(paths.state, state, name, binding)
+        allowed = _allowed_with_scope(state, name, zone_name, network)
     from ..ruleset.allowances import boottime
 
     row["open"] = open_list(zone_view, allowed, boottime(), remembered_names(paths.data))
@@ -172,6 +186,9 @@ def show_interface(args) -> int:
         and (row["degraded"] or row["kernel"] == "DIFFERS" or row["status"] != Status.APPLIED)
     )
     return EXIT_FAILURE if bad else EXIT_OK
+
+
+SCOPE_WORDS = {"interface": "this interface", "network": "this network", "zone": "its zone"}
 
 
 def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool) -> None:
@@ -212,7 +229,7 @@ def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool
         if opens:
             text += " " + " ".join(opens)
         if entry["from"] == "runtime":
-            scope = "this interface" if entry["scope"] == "interface" else "its zone"
+            scope = SCOPE_WORDS[entry["scope"]]
             text += f"  (runtime, {scope}"
             if entry["deadline"]:
                 text += f",{until_text(entry['deadline'], entry['remaining_seconds'])}, "

@@ -17,7 +17,7 @@ from ..config.load import load
 from ..engine import IN_KERNEL
 from ..errors import UsageError
 from ..networks.store import load_store
-from ..ruleset.allowances import effective
+from ..ruleset.allowances import effective, for_network
 from ..sockdiag import listening_sockets
 from .allow import Request, run
 from .apps import check_app_support
@@ -214,7 +214,8 @@ class ListenerWatch:
         backend = backend_name(load(self.service.paths).config)
         whats = set(_whats(app, row, backend))
         state = self.service.engine().state_dir.load()
-        return sorted({(a[0], a[2]) for a in state.allowances if a[0] and a[2] in whats})
+        mine = [a for a in state.allowances if a[0] and not for_network(a)]  # not --network's
+        return sorted({(a[0], a[2]) for a in mine if a[2] in whats})
 
     async def change_allowances(self, changes, command: str) -> list[str]:
         """`allow|revoke WHAT --interface IF [--for Ns]` for each, as the command runs it."""

@@ -70,8 +70,31 @@ def change_network(engine, action: str, network_id: str, value: str, state=None)
         said = f"network {network.label!r} ({network.id}) is now {network.zone}"
     store.save()
     if state is not None:
+        said += _end_allowances(engine, action, network, state)
         follow(engine, state)
     return said
+
+
+def _end_allowances(engine, action: str, network, state) -> str:
+    """A forgotten network's allowances (`allow --network`) end; so do those of a network
+    placed in a zone that lets nobody in (block, drop), whose promise they would break.
+    What is said about it ("" when nothing ended); `follow` then commits its interfaces."""
+    from ..ruleset.allowances import network_owner
+
+    owner = network_owner(network.id)
+    ending = [a for a in state.allowances if a[0] == owner]
+    if not ending or action == "rename":
+        return ""
+    if action == "zone":
+        from ..config.load import load
+        from .allow import closed_zone
+
+        if not closed_zone(load(engine.paths).config.zones.get(network.zone)):
+            return ""
+    state.allowances = [a for a in state.allowances if a[0] != owner]
+    engine.save(state)
+    ended = ", ".join(sorted({a[2] for a in ending}))
+    return f"; what was allowed on it ends ({ended})"
 
 
 def assign_to_network(engine, name: str, zone: str, state) -> str:

@@ -25,13 +25,32 @@ FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
 ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
 
-def allowed_for(state: State, interface: str, zone: str) -> tuple:
-    """The runtime allowances that reach `interface` bound to `zone` (ruleset/allowances.py)."""
+def allowed_for(state: State, interface: str, zone: str, network: str = "") -> tuple:
+    """The runtime allowances that reach `interface` bound to `zone` on the known network
+    `network` (ruleset/allowances.py)."""
     if not state.allowances:
         return ()
     from ..ruleset.allowances import effective
 
-    return effective(state.allowances, interface, zone)
+    return effective(state.allowances, interface, zone, network)
+
+
+def network_for(state_dir: str, state: State, interface: str, reason: str, uuid: str) -> str:
+    """The known network whose allowances reach `interface` bound for `reason` by the
+    connection `uuid` (networks/zone.py); "" without looking when no network has any, so
+    an event reads no more files than before."""
+    from ..ruleset.allowances import for_network
+
+    if not any(for_network(a) for a in state.allowances):
+        return ""
+    from ..networks.zone import current_network
+
+    return current_network(state_dir, interface, reason, uuid)
+
+
+def binding_network(state_dir: str, state: State, interface: str, binding: Binding) -> str:
+    """network_for of a recorded binding."""
+    return network_for(state_dir, state, interface, binding.reason, binding.connection_uuid)
 
 
 def forget_allowances(state: State, interface: str, keep_zone: str = "") -> None:

@@ -1,0 +1,164 @@
+"""`nm-zones allow --network ID`: an allowance that holds on one known network, on whichever
+interface is on it, and on no other network (ruleset/allowances.py, networks/zone.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from nm_zones.ruleset.allowances import effective, network_owner, reaches
+from tests.harness.lab import PYTHON, REPO, base_env
+from tests.harness.networks import dhcp_profile
+from tests.test_networks import (  # noqa: F401 - world is a fixture
+    binding,
+    connect,
+    known,
+    see,
+    wait_reason,
+    world,
+)
+from tests.test_nm import PUBLIC
+
+OPEN_8080 = ["accepted", "accepted", "rejected"] * 2  # 22/tcp, 8080/tcp, 631/udp; v4, v6
+OPEN_BOTH = ["accepted"] * 6
+OPEN_631 = ["accepted", "rejected", "accepted"] * 2
+
+# -- which allowances reach an interface (pure) -------------------------------------------
+
+
+@pytest.mark.pure
+def test_a_networks_allowance_reaches_interfaces_on_that_network_only_in_any_zone():
+    home = (network_owner("aa11"), "", "8080/tcp", 0, 0)
+    zone_wide = ("", "public", "631/udp", 0, 0)
+    own = ("eth1", "public", "22/tcp", 0, 0)
+    allowances = [home, zone_wide, own]
+    assert reaches(home, "eth0", "public", "aa11") and reaches(home, "eth7", "block", "aa11")
+    assert not reaches(home, "eth0", "public", "bb22") and not reaches(home, "eth0", "public")
+    assert effective(allowances, "eth0", "public", "aa11") == (
+        ("631/udp", 0, 0),
+        ("8080/tcp", 0, 0),
+    )
+    assert effective(allowances, "eth0", "public", "bb22") == (("631/udp", 0, 0),)
+    assert effective(allowances, "eth1", "home", "aa11") == (("8080/tcp", 0, 0),)
+    assert effective(allowances, "eth1", "public") == (("22/tcp", 0, 0), ("631/udp", 0, 0))
+
+
+# -- the command line's checks (pure: they come before root and the kernel) --------------
+
+
+def nm_zones(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    env = base_env(
+        NM_ZONES_CONFIG_DIR=str(tmp_path / "etc"),
+        NM_ZONES_STATE_DIR=str(tmp_path / "run"),
+        NM_ZONES_DATA_DIR=str(tmp_path / "lib"),
+    )
+    return subprocess.run(
+        [PYTHON, "-m", "nm_zones", *args], capture_output=True, text=True, env=env, cwd=REPO
+    )
+
+
+def one_line_error(result) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    return result.stderr
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("verb", ["allow", "revoke"])
+def test_an_unknown_network_id_is_bad_usage_naming_the_id_and_the_listing(tmp_path, verb):
+    error = one_line_error(nm_zones(tmp_path, verb, "8080/tcp", "--network", "0badc0ffee"))
+    assert "--network 0badc0ffee" in error and "nm-zones networks" in error
+    error = one_line_error(nm_zones(tmp_path, verb, "--app", "x.service", "--network", "0bad"))
+    assert "--network 0bad:" in error
+
+
+@pytest.mark.pure
+def test_a_broken_store_is_named_with_its_file_and_line(tmp_path):
+    os.makedirs(tmp_path / "lib")
+    (tmp_path / "lib" / "networks.yaml").write_text("networks: {\n")
+    result = nm_zones(tmp_path, "allow", "8080/tcp", "--network", "0badc0ffee")
+    assert result.returncode == 2 and "networks.yaml:2:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.pure
+def test_permanent_and_other_scopes_are_refused_with_a_network(tmp_path):
+    error = one_line_error(
+        nm_zones(tmp_path, "allow", "8080/tcp", "--network", "aa11", "--permanent")
+    )
+    assert "--permanent --network" in error and "nm-zones networks zone ID ZONE" in error
+    one_line_error(nm_zones(tmp_path, "revoke", "https", "--network", "aa11", "--permanent"))
+    for scope in (["--zone", "home"], ["--interface", "eth0"]):
+        result = nm_zones(tmp_path, "allow", "8080/tcp", "--network", "aa11", *scope)
+        assert result.returncode == 2 and "not allowed with argument" in result.stderr
+    error = one_line_error(nm_zones(tmp_path, "allow", "80/xyz", "--network", "aa11"))
+    assert "unknown protocol 'xyz'" in error  # WHAT checked before the network
+    assert "--network ID" in nm_zones(tmp_path, "allow", "--help").stdout
+    assert "--network ID" in nm_zones(tmp_path, "revoke", "--help").stdout
+
+
+# -- with the real NetworkManager, networks A and B ---------------------------------------
+
+
+def allowances(nm) -> list:
+    return nm.state().get("allowances", [])
+
+
+@pytest.mark.both_backends
+def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):
+    nm, net = world
+    dhcp_profile(nm)
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "unknown wired network")
+    see(net["a"], PUBLIC)
+    [a] = known(nm)
+
+    out = nm.nm_zones("allow", "8080/tcp", "--network", a["id"]).stdout
+    assert "ethz0 (public): 8080/tcp allowed on network 'home.example'" in out
+    see(net["a"], OPEN_8080)
+    detail = nm.nm_zones("status", "ethz0").stdout
+    assert "8080/tcp  (runtime, this network)" in detail, detail
+
+    connect(nm, net["b"])  # the hotel: the same profile, interface and zone, another network
+    wait_reason(nm, "public", "unknown wired network")
+    see(net["b"], PUBLIC)
+    out = nm.nm_zones("allow", "631/udp", "--network", a["id"]).stdout
+    assert f"network 'home.example' ({a['id']}): 631/udp allowed (no interface is on it" in out
+    see(net["b"], PUBLIC)
+
+    connect(nm, net["a"])  # back home: both open again, with no command
+    wait_reason(nm, "public", "unknown wired network")
+    see(net["a"], OPEN_BOTH)
+
+    out = nm.nm_zones("revoke", "8080/tcp", "--network", a["id"]).stdout
+    assert "ethz0 (public): 8080/tcp revoked on network 'home.example'" in out
+    see(net["a"], OPEN_631)
+    again = nm.nm_zones("revoke", "8080/tcp", "--network", a["id"]).stdout
+    assert "not revoked: nothing allowed it at runtime on this network" in again
+    nm.nm_zones("revoke", "631/udp", "--network", a["id"])
+    see(net["a"], PUBLIC)
+    assert allowances(nm) == []
+
+    nm.nm_zones("allow", "8080/tcp", "--network", a["id"], "--for", "3s")
+    see(net["a"], OPEN_8080)
+    see(net["a"], PUBLIC)  # the kernel stops accepting at the deadline by itself
+    nm.nm_zones("gc")  # any run takes the rule out
+    assert allowances(nm) == [] and binding(nm)["zone"] == "public"
+
+
+def test_placing_a_network_in_block_ends_its_allowances(world):
+    nm, net = world
+    dhcp_profile(nm)
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "unknown wired network")
+    [a] = known(nm)
+    nm.nm_zones("allow", "8080/tcp", "--network", a["id"])
+    see(net["a"], OPEN_8080)
+    out = nm.nm_zones("networks", "zone", a["id"], "block").stdout
+    assert "what was allowed on it ends (8080/tcp)" in out
+    assert allowances(nm) == []
+    see(net["a"], ["rejected"] * 6)
+    refused = nm.nm_zones("allow", "8080/tcp", "--network", a["id"], check=False)
+    assert refused.returncode == 2 and "lets nobody in" in refused.stderr
