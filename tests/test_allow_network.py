@@ -107,7 +107,7 @@ def allowances(nm) -> list:
 
 
 @pytest.mark.both_backends
-def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):
+def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):  # noqa: F811
     nm, net = world
     dhcp_profile(nm)
     connect(nm, net["a"])
@@ -148,7 +148,7 @@ def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):
     assert allowances(nm) == [] and binding(nm)["zone"] == "public"
 
 
-def test_placing_a_network_in_block_ends_its_allowances(world):
+def test_placing_a_network_in_block_ends_its_allowances(world):  # noqa: F811
     nm, net = world
     dhcp_profile(nm)
     connect(nm, net["a"])
