@@ -212,17 +212,12 @@ def refuse_closed_zone(request: Request) -> None:
     )
 
 
-def closed_zone(zone) -> bool:
-    """A zone that refuses everyone (block, drop): no allowance reaches into it."""
-    if zone is None or zone.target not in ("reject", "drop"):
-        return False
-    return not (zone.services or zone.ports or zone.protocols or zone.forward_ports)
-
-
 def refuse_closed_network(request: Request, state: State) -> None:
     """A network placed in a zone that lets nobody in (or on an interface in one now):
     its allowances would break that zone's promise (networks.change_network drops them
     when a network is placed in such a zone later)."""
+    from .networks import closed_zone
+
     zones = request.loaded.config.zones
     network = known_network(request.paths, request.network)
     names = {network.zone} | {state.interfaces[n].zone for n in _reached(request, state)}

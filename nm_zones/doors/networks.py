@@ -75,6 +75,13 @@ def change_network(engine, action: str, network_id: str, value: str, state=None)
     return said
 
 
+def closed_zone(zone) -> bool:
+    """A zone that refuses everyone (block, drop): no allowance reaches into it."""
+    if zone is None or zone.target not in ("reject", "drop"):
+        return False
+    return not (zone.services or zone.ports or zone.protocols or zone.forward_ports)
+
+
 def _end_allowances(engine, action: str, network, state) -> str:
     """A forgotten network's allowances (`allow --network`) end; so do those of a network
     placed in a zone that lets nobody in (block, drop), whose promise they would break.
@@ -87,7 +94,6 @@ def _end_allowances(engine, action: str, network, state) -> str:
         return ""
     if action == "zone":
         from ..config.load import load
-        from .allow import closed_zone
 
         if not closed_zone(load(engine.paths).config.zones.get(network.zone)):
             return ""
