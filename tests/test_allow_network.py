@@ -8,13 +8,20 @@ import subprocess
 
 import pytest
 
+from nm_zones.networks.identity import Identity
+from nm_zones.networks.store import load_store
 from nm_zones.ruleset.allowances import effective, network_owner, reaches
 from tests.harness.lab import PYTHON, REPO, base_env
-from tests.harness.networks import dhcp_profile
+from tests.harness.networks import PeerNetwork, dhcp_profile
+from tests.harness.nm_sandbox import NMSandbox
 from tests.test_networks import (  # noqa: F401 - world is a fixture
+    A_MAC,
+    B_MAC,
+    NEEDS_NM,
     binding,
     connect,
     known,
+    paths_in,
     see,
     wait_reason,
     world,
@@ -84,11 +91,15 @@ def test_a_broken_store_is_named_with_its_file_and_line(tmp_path):
 
 
 @pytest.mark.pure
-def test_permanent_and_other_scopes_are_refused_with_a_network(tmp_path):
+def test_other_scopes_and_bad_input_are_refused_with_a_network(tmp_path):
     error = one_line_error(
         nm_zones(tmp_path, "allow", "8080/tcp", "--network", "aa11", "--permanent")
     )
-    assert "--permanent --network" in error and "nm-zones networks zone ID ZONE" in error
+    assert "--network aa11: no known network" in error
+    error = one_line_error(
+        nm_zones(tmp_path, "allow", "8080/tcp", "--network", "aa11", "--for", "2h", "--permanent")
+    )
+    assert "--for and --permanent exclude each other" in error
     one_line_error(nm_zones(tmp_path, "revoke", "https", "--network", "aa11", "--permanent"))
     for scope in (["--zone", "home"], ["--interface", "eth0"]):
         result = nm_zones(tmp_path, "allow", "8080/tcp", "--network", "aa11", *scope)
@@ -97,6 +108,47 @@ def test_permanent_and_other_scopes_are_refused_with_a_network(tmp_path):
     assert "unknown protocol 'xyz'" in error  # WHAT checked before the network
     assert "--network ID" in nm_zones(tmp_path, "allow", "--help").stdout
     assert "--network ID" in nm_zones(tmp_path, "revoke", "--help").stdout
+
+
+# -- a network's own `allow` in the store (pure) -----------------------------------------
+
+
+@pytest.mark.pure
+def test_a_networks_allow_list_is_stored_and_read_back(tmp_path):
+    paths = paths_in(tmp_path)
+    store = load_store(paths)
+    home, _ = store.seen(Identity(A_MAC, "10.0.0.1", "home.example"), now=0)
+    assert store.allow(home.id, "8200/tcp", True) and store.allow(home.id, "app:x.service", True)
+    assert not store.allow(home.id, "8200/tcp", True)
+    store.save()
+    again = load_store(paths).find(home.id)
+    assert again.allowed == ("8200/tcp", "app:x.service")
+    assert again.as_dict()["allow"] == ["8200/tcp", "app:x.service"]
+    store.allow(home.id, "8200/tcp", False)
+    store.save()
+    assert load_store(paths).find(home.id).allowed == ("app:x.service",)
+
+
+BAD_ALLOW = [
+    ("allow: 8200/tcp", ":4: networks[0].allow: must be a list"),
+    ("allow: [80/xyz]", ":4: networks[0].allow[0]: unknown protocol 'xyz'"),
+    ("allow: [8200]", ":4: networks[0].allow[0]: must be a port"),
+    ("allow: ['0080/tcp']", ":4: networks[0].allow[0]: write it as 80/tcp"),
+    ("allow:\n      - ssh\n      - 'no way'", ":6: networks[0].allow[1]: 'no way' is neither"),
+    ("allow: ['app:a b']", ":4: networks[0].allow[0]: 'a b' is not an application"),
+]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(("line", "expected"), BAD_ALLOW)
+def test_a_bad_allow_list_is_refused_with_its_file_and_line(tmp_path, line, expected):
+    paths = paths_in(tmp_path)
+    os.makedirs(paths.data)
+    text = "networks:\n  - id: abc\n    gateway-mac: 02:aa:00:00:00:01\n    " + line + "\n"
+    with open(os.path.join(paths.data, "networks.yaml"), "w") as stream:
+        stream.write(text)
+    store = load_store(paths)
+    assert store.broken and expected in str(store.problems[0]), store.problems
 
 
 # -- with the real NetworkManager, networks A and B ---------------------------------------
@@ -155,10 +207,65 @@ def test_placing_a_network_in_block_ends_its_allowances(world):  # noqa: F811
     wait_reason(nm, "public", "unknown wired network")
     [a] = known(nm)
     nm.nm_zones("allow", "8080/tcp", "--network", a["id"])
-    see(net["a"], OPEN_8080)
+    nm.nm_zones("allow", "631/udp", "--network", a["id"], "--permanent")
+    see(net["a"], OPEN_BOTH)
     out = nm.nm_zones("networks", "zone", a["id"], "block").stdout
-    assert "what was allowed on it ends (8080/tcp)" in out
-    assert allowances(nm) == []
+    assert "what was allowed on it ends (631/udp, 8080/tcp)" in out
+    assert allowances(nm) == [] and known(nm)[0]["allow"] is None
     see(net["a"], ["rejected"] * 6)
     refused = nm.nm_zones("allow", "8080/tcp", "--network", a["id"], check=False)
     assert refused.returncode == 2 and "lets nobody in" in refused.stderr
+
+
+@pytest.mark.both_backends
+def test_allowed_for_good_on_network_a_outlives_reload_and_a_reboot(tmp_path, backend):
+    """/var/lib/nm-zones is a folder of the test, the rest of the sandbox starts anew (a
+    reboot): the port allowed on A with --permanent is open on A again, never on B."""
+    if NEEDS_NM:
+        pytest.skip("needs root, NetworkManager and dnsmasq")
+    data = tmp_path / "var-lib-nm-zones"
+    data.mkdir(mode=0o755)
+    net = {
+        "a": PeerNetwork(str(tmp_path), "a", A_MAC, "home.example").start(),
+        "b": PeerNetwork(str(tmp_path), "b", B_MAC, "hotel.example").start(),
+    }
+    try:
+        for boot in ("first", "second"):
+            nm = NMSandbox(str(tmp_path / f"sandbox-{boot}"), data_dir=str(data))
+            try:
+                nm.start()
+                nm.install_hook()
+                if backend != "iptables":
+                    nm.sh(f"echo 'backend: {backend}' > /etc/nm-zones/nm-zones.yaml")
+                nm.listen()
+                dhcp_profile(nm)
+                connect(nm, net["a"])
+                wait_reason(nm, "public", "unknown wired network")
+                [a] = [n for n in known(nm) if n["domain"] == "home.example"]
+                if boot == "first":
+                    see(net["a"], PUBLIC)
+                    out = nm.nm_zones("allow", "8080/tcp", "--network", a["id"], "--permanent")
+                    assert "8080/tcp allowed permanently (/var/lib/nm-zones/networks.yaml)" in (
+                        out.stdout
+                    )
+                    assert a["id"] in out.stdout
+                    see(net["a"], OPEN_8080)
+                    assert "(this network, for good" in nm.nm_zones("status", "ethz0").stdout
+                    nm.nm_zones("reload")
+                    assert nm.nm_zones("status").returncode == 0
+                    see(net["a"], OPEN_8080)
+                    connect(nm, net["b"])
+                    wait_reason(nm, "public", "unknown wired network")
+                    see(net["b"], PUBLIC)
+                    continue
+                assert a["allow"] == ["8080/tcp"]
+                see(net["a"], OPEN_8080)  # after the reboot, with no command
+                out = nm.nm_zones("revoke", "8080/tcp", "--network", a["id"], "--permanent")
+                assert "8080/tcp revoked permanently" in out.stdout
+                see(net["a"], PUBLIC)
+                assert [n.get("allow") for n in known(nm)] == [None, None]
+            finally:
+                nm.stop()
+    finally:
+        for network in net.values():
+            network.stop()

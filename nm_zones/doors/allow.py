@@ -186,7 +186,9 @@ def run(engine: Engine, request: Request, state: State) -> None:
         refuse_closed_network(request, state)
     elif request.grant:
         refuse_closed_zone(request)
-    if request.permanent:
+    if request.permanent and request.network:
+        _permanent_network(engine, request, state)
+    elif request.permanent:
         _permanent(engine, request, state)
     elif request.grant:
         _allow(engine, request, state)
@@ -377,3 +379,27 @@ def _permanent(engine: Engine, request: Request, state: State) -> None:
     _say(engine, line)
     engine.config_changed()
     engine.reload(state)
+
+
+def _permanent_network(engine: Engine, request: Request, state: State) -> None:
+    """`--permanent --network ID`: WHAT joins (or leaves) the network's own `allow` in the
+    known networks' store (networks/store.py), which outlives reboots and reloads; the
+    interfaces on the network now are committed with it at once, and every interface that
+    reaches the network later gets it with the network's zone."""
+    from ..networks.store import store_path
+    from ..networks.zone import follow
+    from .networks import known_networks
+
+    store = known_networks(engine.paths)
+    changed = store.allow(request.network, request.what, request.grant)
+    label = request.label("")
+    if not changed:
+        state_word = "is already allowed on it" if request.grant else "is not in its allow list"
+        _say(engine, f"{label}: {request.what} {state_word}")
+        return
+    store.save()
+    verb = "allowed" if request.grant else "revoked"
+    line = f"{label}: {request.what} {verb} permanently ({store_path(engine.paths)})"
+    to_syslog(line)
+    _say(engine, line)
+    follow(engine, state)

@@ -73,10 +73,11 @@ interface identified on it, now and whenever a connection reaches it again (on a
 interface), committed with the network's zone when the connection comes up; it stops
 applying when the interface leaves the network. Only connections whose zone follows their
 network are identified (a profile with no zone of its own; see nm-zones networks --help).
-It is runtime, like --zone: it ends at reload, reboot, revoke or the end of --for (not when
-an interface goes down), and with --permanent it is refused: place the network in a zone
-that opens WHAT instead. Placing the network in a zone that lets nobody in (block, drop)
-ends its allowances.
+Without --permanent it is runtime, like --zone: it ends at reload, reboot, revoke or the
+end of --for (not when an interface goes down). With --permanent, WHAT is kept with the
+network in /var/lib/nm-zones/networks.yaml (its `allow`, listed by nm-zones networks): it
+outlives reloads and reboots, until `revoke --permanent --network ID` or until the network
+is forgotten. Placing the network in a zone that lets nobody in (block, drop) ends both.
 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
 /etc/nm-zones/zones.d/ZONE.yaml (made from the shipped file when absent; comments and order
@@ -368,8 +369,6 @@ def cmd_allow(args) -> int:
         raise UsageError("--for and --permanent exclude each other: a permanent change has no end")
     if args.command == "revoke" and args.duration:
         raise UsageError("revoke takes no --for")
-    if args.permanent and args.network:
-        raise UsageError(PERMANENT_NETWORK)
     if args.interface:
         check_interface(args.interface)
     loaded = load_config()
@@ -386,13 +385,6 @@ def cmd_allow(args) -> int:
     if args.zone and args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
     return _run_changes(engine, lambda state: run(engine, request, state), DISABLED)
-
-
-PERMANENT_NETWORK = (
-    "--permanent --network: an allowance on one network lasts until reload or reboot; to "
-    "keep it, place the network in a zone that opens it (nm-zones networks zone ID ZONE, "
-    "then nm-zones allow WHAT --zone ZONE --permanent)"
-)
 
 
 def cmd_log(args) -> int:
@@ -773,7 +765,9 @@ def _add_allow_commands(sub) -> None:
         else:
             p.set_defaults(duration=None)
         p.add_argument(
-            "--permanent", action="store_true", help="change the zone's file and re-apply"
+            "--permanent",
+            action="store_true",
+            help="change the zone's file (with --network: the network's entry) and re-apply",
         )
 
 

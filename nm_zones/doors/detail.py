@@ -72,7 +72,7 @@ def open_list(
             {
                 "what": what,
                 "opens": opens,
-                "from": "runtime",
+                "from": "network" if scope == "known network" else "runtime",
                 "scope": scope,
                 "deadline": wall or None,
                 "remaining_seconds": int(deadline - now) if deadline else None,
@@ -103,21 +103,26 @@ def program_name(app: str, remembered: dict[str, str]) -> str:
 
 
 def _allowed_with_scope(
-    state, interface: str, zone: str, network: str = ""
+    state, interface: str, zone: str, network: str = "", paths=None
 ) -> list[tuple[str, int, int, str]]:
     """The allowances that reach the interface, each with the scope that granted it:
-    "interface", "network" (`allow --network`: the known network it is on) or "zone"."""
-    from ..ruleset.allowances import effective, network_owner
+    "interface", "network" (`allow --network`: the known network it is on), "known network"
+    (the network's own `allow`, for good) or "zone"."""
+    from ..engine.basics import kept_by_network
+    from ..ruleset.allowances import FOREVER, effective, network_owner
 
+    kept = kept_by_network(paths, network) if network and paths is not None else []
     mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
     ours = {a[2] for a in state.allowances if network and a[0] == network_owner(network)}
 
-    def scope(what: str) -> str:
+    def scope(what: str, deadline: int) -> str:
+        if deadline == FOREVER and what in {a[2] for a in kept}:
+            return "known network"
         return "interface" if what in mine else "network" if what in ours else "zone"
 
     return [
-        (what, deadline, wall, scope(what))
-        for what, deadline, wall in effective(state.allowances, interface, zone, network)
+        (what, deadline, wall, scope(what, deadline))
+        for what, deadline, wall in effective(state.allowances + kept, interface, zone, network)
     ]
 
 
@@ -165,8 +170,8 @@ def show_interface(args) -> int:
     if binding is not None:
         from ..engine import binding_network
 
-        network = binding_network(paths.state, state, name, binding)
-        allowed = _allowed_with_scope(state, name, zone_name, network)
+        network = binding_network(paths.state, name, binding)
+        allowed = _allowed_with_scope(state, name, zone_name, network, paths)
     from ..ruleset.allowances import boottime
 
     row["open"] = open_list(zone_view, allowed, boottime(), remembered_names(paths.data))
@@ -235,6 +240,8 @@ def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool
                 text += f",{until_text(entry['deadline'], entry['remaining_seconds'])}, "
                 text += remaining_text(entry["remaining_seconds"])
             lines.append(f"{label} {text})")
+        elif entry["from"] == "network":
+            lines.append(f"{label} {text}  (this network, for good: nm-zones networks)")
         else:
             lines.append(f"{label} {text}")
         label = " " * len(label)

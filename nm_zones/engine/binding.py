@@ -55,8 +55,8 @@ class Bindings:
         if state.allowances:
             forget_allowances(state, interface, keep_zone=usable.name)
         uuid = connection.uuid or (old.connection_uuid if old else "")
-        network = network_for(self.paths.state, state, interface, reason, uuid)
-        allowed = allowed_for(state, interface, usable.name, network)
+        network = network_for(self.paths.state, interface, reason, uuid)
+        allowed = allowed_for(state, interface, usable.name, network, self.paths)
         digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == Status.APPLIED and (old.digest, old.ifindex) == (digest, ifindex):

@@ -93,16 +93,14 @@ class Reload:
         gone = [a for a in state.allowances if expired(a, now)]
         if not gone:
             return
-        networks = {  # read before they leave: whether any network has allowances
-            name: binding_network(self.paths.state, state, name, binding)
-            for name, binding in state.interfaces.items()
-        }
         state.allowances = [a for a in state.allowances if not expired(a, now)]
         self.save(state)
         for name, binding in sorted(state.interfaces.items()):
             if binding.status != Status.APPLIED:
                 continue
-            network = networks[name]
+            network = ""
+            if any(a[0].startswith("network:") for a in gone):  # allowances.NETWORK_PREFIX
+                network = binding_network(self.paths.state, name, binding)
             ended = sorted({a[2] for a in gone if reaches(a, name, binding.zone, network)})
             if not ended:
                 continue
