@@ -15,7 +15,8 @@ with no zone. A profile with no zone of its own (no connection.zone, no map entr
 zone of the known network it is on; an unknown or unplaced network gets wired-zone /
 default-zone. A network matches a stored one when the gateway MAC matches and, where the
 stored entry has them, the DHCP server identifier, the domain and the SSID match too.
-Stored in /var/lib/nm-zones/networks.yaml (NM_ZONES_DATA_DIR moves the folder)."""
+Stored in /var/lib/nm-zones/networks.yaml (NM_ZONES_DATA_DIR moves the folder), with what
+`nm-zones allow WHAT --network ID --permanent` opens on a network only (its `allow`)."""
 
 
 def known_networks(paths: Paths):
