@@ -102,16 +102,16 @@ def program_name(app: str, remembered: dict[str, str]) -> str:
     return name
 
 
-def _allowed_with_scope(
-    state, interface: str, zone: str, network: str = "", paths=None
-) -> list[tuple[str, int, int, str]]:
-    """The allowances that reach the interface, each with the scope that granted it:
+def _allowed_with_scope(state, interface: str, binding, paths) -> list[tuple[str, int, int, str]]:
+    """The allowances that reach the bound interface, each with the scope that granted it:
     "interface", "network" (`allow --network`: the known network it is on), "known network"
     (the network's own `allow`, for good) or "zone"."""
-    from ..engine.basics import kept_by_network
+    from ..engine.basics import binding_network, kept_by_network
     from ..ruleset.allowances import FOREVER, effective, network_owner
 
-    kept = kept_by_network(paths, network) if network and paths is not None else []
+    zone = binding.zone
+    network = binding_network(paths.state, interface, binding)
+    kept = kept_by_network(paths, network) if network else []
     mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
     ours = {a[2] for a in state.allowances if network and a[0] == network_owner(network)}
 
@@ -166,12 +166,7 @@ def show_interface(args) -> int:
     if zone is not None:
         zone_view = zone_json(zone, config)
         zone_view["all_services"] = {n: service_json(s) for n, s in config.services.items()}
-    allowed = []
-    if binding is not None:
-        from ..engine import binding_network
-
-        network = binding_network(paths.state, name, binding)
-        allowed = _allowed_with_scope(state, name, zone_name, network, paths)
+    allowed = _allowed_with_scope(state, name, binding, paths) if binding is not None else []
     from ..ruleset.allowances import boottime
 
     row["open"] = open_list(zone_view, allowed, boottime(), remembered_names(paths.data))
