@@ -11,7 +11,7 @@ import pytest
 from nm_zones.networks.identity import Identity
 from nm_zones.networks.store import load_store
 from nm_zones.ruleset.allowances import effective, network_owner, reaches
-from tests.harness.lab import PYTHON, REPO, base_env
+from tests.harness.lab import PYTHON, REPO, base_env, wait_for
 from tests.harness.networks import PeerNetwork, dhcp_profile
 from tests.harness.nm_sandbox import NMSandbox
 from tests.test_networks import (  # noqa: F401 - world is a fixture
@@ -27,6 +27,7 @@ from tests.test_networks import (  # noqa: F401 - world is a fixture
     world,
 )
 from tests.test_nm import PUBLIC
+from tests.test_service import reload_bus_config, service_pid
 
 OPEN_8080 = ["accepted", "accepted", "rejected"] * 2  # 22/tcp, 8080/tcp, 631/udp; v4, v6
 OPEN_BOTH = ["accepted"] * 6
@@ -269,3 +270,31 @@ def test_allowed_for_good_on_network_a_outlives_reload_and_a_reboot(tmp_path, ba
     finally:
         for network in net.values():
             network.stop()
+
+
+def test_with_the_service_a_networks_allowance_outlives_its_replays(world):  # noqa: F811
+    """With `nm-zones serve`, NetworkManager asks it for the zone before IP configuration
+    and replays every zone when it (re)starts: the allowance stays on A through both, and
+    still never reaches B."""
+    nm, net = world
+    reload_bus_config(nm)
+    nm.serve()
+    dhcp_profile(nm)
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "unknown wired network")
+    [a] = known(nm)
+    nm.nm_zones("allow", "8080/tcp", "--network", a["id"])
+    see(net["a"], OPEN_8080)
+    replay = ("org.fedoraproject.FirewallD1.zone.changeZoneOfInterface", "", "ethz0")
+    assert nm.gdbus(*replay).stdout.strip() == "('public',)"
+    nm.run(["kill", str(service_pid(nm))])
+    wait_for(lambda: not nm.name_owned(), 10, what="the service to stop")
+    nm.serve()
+    assert nm.gdbus(*replay).stdout.strip() == "('public',)"
+    see(net["a"], OPEN_8080)
+    connect(nm, net["b"])
+    wait_reason(nm, "public", "unknown wired network")
+    see(net["b"], PUBLIC)
+    connect(nm, net["a"])
+    wait_reason(nm, "public", "unknown wired network")
+    see(net["a"], OPEN_8080)
