@@ -3,6 +3,7 @@ interface is on it, and on no other network (ruleset/allowances.py, networks/zon
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -11,9 +12,20 @@ import pytest
 from nm_zones.networks.identity import Identity
 from nm_zones.networks.store import load_store
 from nm_zones.ruleset.allowances import effective, network_owner, reaches
+from tests.harness.cgroups import cgroup2_mount
 from tests.harness.lab import PYTHON, REPO, base_env, wait_for
 from tests.harness.networks import PeerNetwork, dhcp_profile
 from tests.harness.nm_sandbox import NMSandbox
+from tests.test_applications import (  # noqa: F401 - sandbox is a fixture
+    ACCEPTED,
+    APP_PORTS,
+    OTHER_PORTS,
+    REFUSED,
+    probe,
+    run,
+    sandbox,
+    serve_in,
+)
 from tests.test_networks import (  # noqa: F401 - world is a fixture
     A_MAC,
     B_MAC,
@@ -26,7 +38,7 @@ from tests.test_networks import (  # noqa: F401 - world is a fixture
     wait_reason,
     world,
 )
-from tests.test_nm import PUBLIC
+from tests.test_nm import HOOK, PUBLIC
 from tests.test_service import reload_bus_config, service_pid
 
 OPEN_8080 = ["accepted", "accepted", "rejected"] * 2  # 22/tcp, 8080/tcp, 631/udp; v4, v6
@@ -169,7 +181,7 @@ def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):  # noqa
     [a] = known(nm)
 
     out = nm.nm_zones("allow", "8080/tcp", "--network", a["id"]).stdout
-    assert "ethz0 (public): 8080/tcp allowed on network 'home.example'" in out
+    assert "ethz0 (public, network 'home.example'): 8080/tcp allowed" in out
     see(net["a"], OPEN_8080)
     detail = nm.nm_zones("status", "ethz0").stdout
     assert "8080/tcp  (runtime, this network)" in detail, detail
@@ -186,7 +198,7 @@ def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):  # noqa
     see(net["a"], OPEN_BOTH)
 
     out = nm.nm_zones("revoke", "8080/tcp", "--network", a["id"]).stdout
-    assert "ethz0 (public): 8080/tcp revoked on network 'home.example'" in out
+    assert "ethz0 (public, network 'home.example'): 8080/tcp revoked" in out
     see(net["a"], OPEN_631)
     again = nm.nm_zones("revoke", "8080/tcp", "--network", a["id"]).stdout
     assert "not revoked: nothing allowed it at runtime on this network" in again
@@ -298,3 +310,56 @@ def test_with_the_service_a_networks_allowance_outlives_its_replays(world):  # n
     connect(nm, net["a"])
     wait_reason(nm, "public", "unknown wired network")
     see(net["a"], OPEN_8080)
+
+
+# -- an application on one network (nftables; the hook alone, in the lab) ----------------
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(not cgroup2_mount(), reason="no cgroup v2 hierarchy")
+@pytest.mark.parametrize("backend", ["nftables"])
+def test_an_application_allowed_on_one_network_is_reached_there_only(lab, sandbox, tmp_path):  # noqa: F811
+    """The hook identifies the lab link's network by its gateway's MAC and the lease's
+    domain: `a.example` is network A, `b.example` (the same gateway) network B. app-a's
+    ports are reached on A only, IPv4 and IPv6, and nothing else of the zone opens."""
+    box = sandbox
+    link = lab.add_link()
+    keyfile = tmp_path / "lan.nmconnection"
+    keyfile.write_text("[connection]\nid=lan\nuuid=1234\ntype=ethernet\n")
+    connection = {"CONNECTION_UUID": "1234", "CONNECTION_ID": "lan"}
+    connection["CONNECTION_FILENAME"] = str(keyfile)
+
+    def visit(domain: str) -> None:
+        """down (when bound), pre-up, then up with a lease naming `domain`."""
+        lease = {"IP4_GATEWAY": link.peer_ipv4, "DHCP4_DOMAIN_NAME": domain}
+        actions = [("down", {}), ("pre-up", {}), ("up", lease)]
+        for action, extra in actions if lab_bound(lab, box) else actions[1:]:
+            env = lab.env(**connection, **extra)
+            result = subprocess.run(
+                [*box.enter(), PYTHON, HOOK, link.name, action], env=env, capture_output=True
+            )
+            assert result.returncode == 0, result.stderr
+
+    visit("a.example")
+    [a] = json.loads(run(lab, box, "networks", "--json").stdout)["networks"]
+    serve_in(lab, box, "app-a", APP_PORTS)
+    serve_in(lab, box, "", OTHER_PORTS)
+    result = run(lab, box, "allow", "--app", "app-a", "--network", a["id"])
+    assert f"{link.name} (public, network 'a.example'): app:app-a allowed" in result.stdout
+    assert probe(lab, link, APP_PORTS) == ACCEPTED
+    assert probe(lab, link, OTHER_PORTS) == REFUSED
+
+    visit("b.example")
+    assert len(json.loads(run(lab, box, "networks", "--json").stdout)["networks"]) == 2
+    assert probe(lab, link, APP_PORTS) == REFUSED
+
+    visit("a.example")
+    assert probe(lab, link, APP_PORTS) == ACCEPTED
+    assert probe(lab, link, OTHER_PORTS) == REFUSED
+    run(lab, box, "revoke", "--app", "app-a", "--network", a["id"])
+    assert probe(lab, link, APP_PORTS) == REFUSED
+
+
+def lab_bound(lab, box) -> bool:
+    status = run(lab, box, "status", "--json", check=False)
+    return bool(json.loads(status.stdout)["interfaces"])

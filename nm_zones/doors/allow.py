@@ -157,6 +157,8 @@ class Request:
             self.note = f" ({self.interface} is the only interface bound)"
 
     def label(self, interface: str, zone: str = "") -> str:
+        if interface and self.network:
+            return f"{interface} ({zone}, network {self.network_label!r})"
         if interface:
             return f"{interface} ({zone or self.zone})"
         if self.network:
@@ -338,8 +340,6 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
         elif len(engine.warnings) > warnings:
             continue  # not committed (its warning says why): no line claims it was
         line = f"{request.label(name, binding.zone)}: {said}"
-        if request.network:
-            line += f" on network {request.network_label!r}"
         still = [a[2] for a in state.allowances if a[:2] == ("", binding.zone)]
         if not request.grant and request.what in still:
             line += f"; still allowed for all of zone {binding.zone}"
