@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 from ..config.appname import check_app
 from ..config.load import load
-from ..engine import IN_KERNEL
+from ..engine import IN_KERNEL, allowed_for
 from ..errors import UsageError
 from ..networks.store import load_store
-from ..ruleset.allowances import effective, for_network
+from ..ruleset.allowances import for_network
 from ..sockdiag import listening_sockets
 from .allow import Request, run
 from .apps import check_app_support
@@ -150,7 +150,9 @@ class ListenerWatch:
             for name, binding, key, label in found:
                 if (app, key) in self.asked or answers.current(app, key):
                     continue
-                allowed = [w for w, *_ in effective(state.allowances, name, binding.zone)]
+                network = key[len("network:") :] if key.startswith("network:") else ""
+                reach = allowed_for(state, name, binding.zone, network, self.service.paths)
+                allowed = [w for w, *_ in reach]  # --network's (runtime and kept) included
                 zone = config.zones.get(binding.zone)
                 refused = refused_ports(
                     app, program["cgroup"], program["ports"], zone, config, allowed
