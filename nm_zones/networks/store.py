@@ -37,7 +37,8 @@ MAC = r"[0-9a-f]{2}(:[0-9a-f]{2}){5,19}"
 LABEL_MAX = 200
 HEADER = (
     "# nm-zones' known networks: what identified each one and the zone it was given.\n"
-    "# Change it with `nm-zones networks zone|rename|forget`; a network matches when its\n"
+    "# Change it with `nm-zones networks zone|rename|forget` (and a network's allow with\n"
+    "# `nm-zones allow|revoke WHAT --network ID --permanent`); a network matches when its\n"
     "# gateway MAC matches and, where given here, its DHCP server, domain and SSID too.\n"
 )
 
