@@ -153,6 +153,7 @@ MODULE_TIERS = {
     "test_bench.py": "netns",
     "test_import_budget.py": "netns",
     "test_sources.py": "netns",
+    "test_allow_network.py": "nm_sandbox",  # its pure tests say so
     "test_applications.py": "nm_sandbox",
     "test_firewall_cmd.py": "nm_sandbox",
     "test_firewalld_clients.py": "nm_sandbox",

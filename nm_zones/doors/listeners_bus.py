@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 from ..config.appname import check_app
 from ..config.load import load
-from ..engine import IN_KERNEL
+from ..engine import IN_KERNEL, allowed_for
 from ..errors import UsageError
 from ..networks.store import load_store
-from ..ruleset.allowances import effective
+from ..ruleset.allowances import for_network
 from ..sockdiag import listening_sockets
 from .allow import Request, run
 from .apps import check_app_support
@@ -150,7 +150,9 @@ class ListenerWatch:
             for name, binding, key, label in found:
                 if (app, key) in self.asked or answers.current(app, key):
                     continue
-                allowed = [w for w, *_ in effective(state.allowances, name, binding.zone)]
+                network = key[len("network:") :] if key.startswith("network:") else ""
+                reach = allowed_for(state, name, binding.zone, network, self.service.paths)
+                allowed = [w for w, *_ in reach]  # --network's (runtime and kept) included
                 zone = config.zones.get(binding.zone)
                 refused = refused_ports(
                     app, program["cgroup"], program["ports"], zone, config, allowed
@@ -214,7 +216,8 @@ class ListenerWatch:
         backend = backend_name(load(self.service.paths).config)
         whats = set(_whats(app, row, backend))
         state = self.service.engine().state_dir.load()
-        return sorted({(a[0], a[2]) for a in state.allowances if a[0] and a[2] in whats})
+        mine = [a for a in state.allowances if a[0] and not for_network(a)]  # not --network's
+        return sorted({(a[0], a[2]) for a in mine if a[2] in whats})
 
     async def change_allowances(self, changes, command: str) -> list[str]:
         """`allow|revoke WHAT --interface IF [--for Ns]` for each, as the command runs it."""

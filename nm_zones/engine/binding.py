@@ -21,6 +21,7 @@ from .basics import (
     interface_digest,
     interface_plan,
     ms,
+    network_for,
 )
 from .together import Pending
 
@@ -54,7 +55,9 @@ class Bindings:
         # runtime allowances that reach it
         if state.allowances:
             forget_allowances(state, interface, keep_zone=usable.name)
-        allowed = allowed_for(state, interface, usable.name)
+        uuid = connection.uuid or (old.connection_uuid if old else "")
+        network = network_for(self.paths.state, interface, reason, uuid)
+        allowed = allowed_for(state, interface, usable.name, network, self.paths)
         digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == Status.APPLIED and (old.digest, old.ifindex) == (digest, ifindex):

@@ -8,7 +8,14 @@ from ..errors import KernelError, describe
 from ..ifname import matches_exempt
 from ..resolve import REASON_SHARED, recorded_connection
 from ..state import Binding, State, Status
-from .basics import IN_KERNEL, REASON_COMMAND, REASON_DBUS, REASON_NM, profile_to_reread
+from .basics import (
+    IN_KERNEL,
+    REASON_COMMAND,
+    REASON_DBUS,
+    REASON_NM,
+    binding_network,
+    profile_to_reread,
+)
 
 
 class Reload:
@@ -82,7 +89,7 @@ class Reload:
         """Runtime allowances past their deadline (on CLOCK_BOOTTIME: ruleset/allowances.py)
         leave the state, and the interfaces they reached are committed without them: at the
         deadline their rules leave the kernel, not only stop matching."""
-        from ..ruleset.allowances import DEADLINE, boottime, expired
+        from ..ruleset.allowances import DEADLINE, boottime, expired, reaches
 
         now = boottime()
         gone = [a for a in state.allowances if expired(a, now)]
@@ -94,7 +101,10 @@ class Reload:
         for name, binding in sorted(state.interfaces.items()):
             if binding.status != Status.APPLIED:
                 continue
-            ended = sorted({a[2] for a in gone if a[1] == binding.zone and a[0] in ("", name)})
+            network = ""
+            if any(a[0].startswith("network:") for a in gone):  # allowances.NETWORK_PREFIX
+                network = binding_network(self.paths.state, name, binding)
+            ended = sorted({a[2] for a in gone if reaches(a, name, binding.zone, network)})
             if ended:
                 why = f"{', '.join(ended)} expired"
                 steps.append(lambda name=name, why=why: self.reapply(name, state, why))
