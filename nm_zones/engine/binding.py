@@ -53,11 +53,7 @@ class Bindings:
             return None  # it keeps the rules it has
         # the rules are a pure function of the interface name, the zone's rules and the
         # runtime allowances that reach it
-        if state.allowances:
-            forget_allowances(state, interface, keep_zone=usable.name)
-        uuid = connection.uuid or (old.connection_uuid if old else "")
-        network = network_for(self.paths.state, interface, reason, uuid)
-        allowed = allowed_for(state, interface, usable.name, network, self.paths)
+        allowed = self._allowances_reaching(state, interface, reason, usable.name, connection, old)
         digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == Status.APPLIED and (old.digest, old.ifindex) == (digest, ifindex):
@@ -75,6 +71,17 @@ class Bindings:
         if pending is not None:
             pending.change = change  # its flows are ended once the commit is made
         return self._changed(change)
+
+    def _allowances_reaching(
+        self, state: State, interface: str, reason: str, zone: str, connection, old
+    ) -> tuple:
+        """The runtime allowances that reach `interface` in `zone`: its zone's, its own and
+        its network's; those it had in another zone are forgotten."""
+        if state.allowances:
+            forget_allowances(state, interface, keep_zone=zone)
+        uuid = connection.uuid or (old.connection_uuid if old else "")
+        network = network_for(self.paths.state, interface, reason, uuid)
+        return allowed_for(state, interface, zone, network, self.paths)
 
     def _ready_to_bind(self, interface: str, reason: str, state: State | None) -> State:
         """The checks before a binding (a valid name, not exempt unless a caller on the bus
