@@ -89,6 +89,15 @@ SAME = (
     ("--reload",),
     ("--zone=home", "--query-service=ssh"),
     ("--zone=public", "--list-services"),
+    # ... and made permanent: out of the zone's file
+    ("--zone=home", "--remove-service=samba-client"),
+    ("--runtime-to-permanent",),
+    ("--permanent", "--zone=home", "--query-service=samba-client"),
+    ("--reload",),
+    ("--zone=home", "--query-service=samba-client"),
+    ("--permanent", "--zone=home", "--add-service=samba-client"),
+    ("--reload",),
+    ("--zone=home", "--query-service=samba-client"),
     ("--zone=home", "--add-port=9090/tcp", "--timeout=30s"),
     ("--zone=home", "--query-port=9090/tcp"),
     ("--zone=home", "--remove-port=9090/tcp"),  # its 30 s must not decide what follows
