@@ -560,6 +560,14 @@ def test_runtime_masquerade_and_forward_ports(sandbox, root, backend, inner, tmp
     assert reach(2222) == opened
     written = nm.sh("cat /etc/nm-zones/zones.d/work.yaml").stdout
     assert "masquerade: true" in written and "to-port: 22" in written, written
+    # the file's masquerade and forward port removed at runtime: gone until the reload
+    fw("--zone=work", "--remove-masquerade")
+    fw("--zone=work", "--remove-forward-port=port=2222:proto=tcp:toport=22")
+    assert "masquerade" not in kernel_text(nm, backend).lower()
+    assert reach(2222) == closed
+    fw("--reload")
+    assert "masquerade" in kernel_text(nm, backend).lower()
+    assert reach(2222) == opened
 
 
 def firewall_cmd_runner(sandboxed, root):
