@@ -77,8 +77,11 @@ def port_covered(what: str, ports) -> bool:
 
 
 def opened_by_zone(zone, what: str, config) -> str:
-    """How the zone's own definition already opens `what`, or ""."""
-    if zone is None:
+    """How the zone's own definition already opens `what`, or "" (always for a runtime
+    masquerade, forward port or removal: ruleset/runtime_features.py)."""
+    from ..ruleset.runtime_features import is_feature
+
+    if zone is None or is_feature(what):
         return ""
     if zone.target == "accept":
         return "it accepts everything"

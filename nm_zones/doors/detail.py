@@ -61,13 +61,16 @@ def open_list(
             {"what": f"app:{a}", "opens": [], "from": "zone"}
             for a in zone_view.get("applications", [])
         ]
-    for what, deadline, wall, scope in allowed:
-        if deadline != FOREVER and deadline <= now:
-            continue  # past its deadline: the next run (or the service's timer) drops it
+    from ..ruleset.runtime_features import removed
+
+    live = [a for a in allowed if a[1] == FOREVER or a[1] > now]
+    gone = {removed(a[0]) for a in live}  # removed at runtime until reload (`without:ssh`)
+    entries = [e for e in entries if e["what"] not in gone]
+    for what, deadline, wall, scope in live:
         service = zone_view["all_services"].get(what) if zone_view else None
         opens = [what] if "/" in what else (service["ports"] if service else [])
-        if what.startswith("app:"):
-            opens = []  # every port the application listens on
+        if what.startswith("app:") or removed(what):
+            opens = []  # an application: every port it listens on; a removal: nothing
         entries.append(
             {
                 "what": what,
