@@ -2,9 +2,10 @@
 their ports, ports, protocols, masquerade, ICMP blocks), the interfaces in it now and the
 runtime allowances that reach it, and the packets it refused lately (a zone with
 `log-denied: true`: GetDeniedPackets, from the NFLOG group `nm-zones serve` reads), each with
-"Allow this": its port opened for a while as the form below does. Adding or removing a service or a port edits the admin's
-zone file through the service (EditZone, polkit's org.nm-zones.configure), as
-`nm-zones allow --permanent` does; a refusal or a validation error is shown, nothing changes.
+"Allow this": its port opened for a while as the allowance form does. Adding or removing a
+service or a port edits the admin's zone file through the service (EditZone, polkit's
+org.nm-zones.configure), as `nm-zones allow --permanent` does; a refusal or a validation
+error is shown, nothing changes.
 
 Its first form allows a port for a while (10 minutes unless another time is picked): a
 runtime allowance for every interface of the zone, through firewalld's `zone.addPort` with a
