@@ -159,3 +159,21 @@ def test_the_ring_keeps_the_last_packets_and_answers_per_zone():
     assert [p["port"] for p in ring.of_zone("home")] == ["3"]  # newest first, bounded
     assert [p["port"] for p in ring.of_zone(long_zone)] == ["4"]  # its prefix is trimmed
     assert "prefix" not in ring.of_zone("public")[0]
+
+
+def test_random_bytes_never_stop_the_reader():
+    import random
+
+    from nm_zones.doors.nflog import read_packets
+
+    chance = random.Random(23)
+    good = _nflog_message(b"nmz home eth0: ", IPV4_TCP) + _nflog_message(
+        b"nmz home eth0: ", IPV6_HOP_UDP
+    )
+    for _ in range(3000):
+        data = bytearray(good)
+        for _flip in range(chance.randint(1, 8)):
+            data[chance.randrange(len(data))] = chance.randrange(256)
+        cut = bytes(data[: chance.randint(0, len(data))])
+        for packet in read_packets(cut):
+            assert set(packet) >= {"zone", "interface", "protocol", "source", "port"}

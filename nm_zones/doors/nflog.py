@@ -197,6 +197,20 @@ def parse(kind: int, found: dict[int, bytes], when: float) -> dict[str, str] | N
     }
 
 
+def read_packets(data: bytes) -> list[dict[str, str]]:
+    """The refused packets in one datagram; one the parser did not foresee is skipped
+    rather than ending the reader."""
+    found = []
+    for kind, attrs in messages(data):
+        try:
+            packet = parse(kind, attrs, time.time())
+        except (ValueError, IndexError, struct.error):
+            continue
+        if packet is not None:
+            found.append(packet)
+    return found
+
+
 class DeniedPackets:
     """The last RING_SIZE refused packets, filled by a thread reading the group."""
 
@@ -218,10 +232,7 @@ class DeniedPackets:
                 data = sock.recv(65536)
             except OSError:  # ENOBUFS: packets were lost while the ring was busy; go on
                 continue
-            for kind, found in messages(data):
-                packet = parse(kind, found, time.time())
-                if packet is not None:
-                    self.ring.append(packet)
+            self.ring.extend(read_packets(data))
 
     def of_zone(self, zone: str) -> list[dict[str, str]]:
         """The zone's refused packets, newest first. Prefixes are trimmed to 29
@@ -242,10 +253,8 @@ def main() -> int:
         return 1
     print("ready", flush=True)
     while True:
-        for kind, found in messages(sock.recv(65536)):
-            packet = parse(kind, found, time.time())
-            if packet is not None:
-                print(json.dumps(packet), flush=True)
+        for packet in read_packets(sock.recv(65536)):
+            print(json.dumps(packet), flush=True)
 
 
 if __name__ == "__main__":
