@@ -220,17 +220,7 @@ class ZonePage(Adw.PreferencesPage):
             group.remove(row)
         self.rows, self.timed = [], []
         self.logging, self.file = bool(details.get("log-denied")), details.get("file", "")
-        runtime = [entry["what"] for entry in details.get("allowances", [])]
-        typed = self.allow_port.get_text().strip()
-        if any(f"{typed}/{protocol}" in runtime for protocol in PROTOCOLS):
-            self.allow_port.set_text("")  # allowed: its row below shows the time left
-        listed_now = [name for name, _ports in details.get("services", [])]
-        for entry, items in (
-            (self.add_service, listed_now),
-            (self.add_port, details.get("ports", [])),
-        ):
-            if entry.get_text().strip().lower() in items:
-                entry.set_text("")  # added: the row below says so
+        self._clear_done(details)
         self.title.set_description(markup(details.get("description", "")))
         listed = ", ".join
         for title, value in (
@@ -315,6 +305,20 @@ class ZonePage(Adw.PreferencesPage):
             )
             row.add_suffix(button)
         return row
+
+    def _clear_done(self, details: dict) -> None:
+        """A field emptied once what was typed into it is there: its row says so."""
+        runtime = [entry["what"] for entry in details.get("allowances", [])]
+        typed = self.allow_port.get_text().strip()
+        if any(f"{typed}/{protocol}" in runtime for protocol in PROTOCOLS):
+            self.allow_port.set_text("")  # allowed: its row below shows the time left
+        listed_now = [name for name, _ports in details.get("services", [])]
+        for entry, items in (
+            (self.add_service, listed_now),
+            (self.add_port, details.get("ports", [])),
+        ):
+            if entry.get_text().strip().lower() in items:
+                entry.set_text("")  # added: the row below says so
 
     def tick(self) -> None:
         """The time left of every allowance, again."""
