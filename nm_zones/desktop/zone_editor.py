@@ -116,7 +116,8 @@ class ZonePage(Adw.PreferencesPage):
             description=_("The latest packets this zone refused, newest first"),
         )
         self.denied_rows: list[Gtk.Widget] = []
-        self.denied_shown: object = None  # what the rows show: not redrawn when unchanged
+        self.denied_shown: tuple | None = None  # what the rows show: kept when unchanged
+        self.allow_for.connect("notify::selected", lambda *_args: self._redraw_denied())
         self.add(self.denied)
         self.about = Adw.PreferencesGroup(title=_("Other settings"))
         self.add(self.about)
@@ -283,6 +284,12 @@ class ZonePage(Adw.PreferencesPage):
             self.denied_rows.append(self._plain(_("No packet refused lately")))
         for row in self.denied_rows:
             self.denied.add(row)
+
+    def _redraw_denied(self) -> None:
+        """Another time picked in the form: each "Allow this" names it."""
+        shown, self.denied_shown = self.denied_shown, None
+        if shown is not None:
+            self.fill_denied(shown[0], shown[1], self.file)
 
     def _plain(self, title: str, subtitle: str = "") -> Adw.ActionRow:
         return Adw.ActionRow(title=markup(title), subtitle=markup(subtitle))
