@@ -102,7 +102,7 @@ class CompiledConfig:
         }
 
     def specs(self) -> set[tuple[str, tuple]]:
-        """(family, spec) of every rule of every zone and the catch-all (a LOG rule as its
+        """(family, spec) of every rule of every zone and the catch-all (a LOG or NFLOG rule as its
         template has it: instantiated, it names its interface)."""
         found = set()
         for zone in self.zones.values():

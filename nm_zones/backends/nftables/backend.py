@@ -168,6 +168,8 @@ def _verdict(family: str, target: str, options: tuple) -> str:
         return REJECT[settings["reject-with"]]
     if target == "LOG":
         return f"log prefix {quote(settings['log-prefix'])}"
+    if target == "NFLOG":
+        return f"log prefix {quote(settings['nflog-prefix'])} group {settings['nflog-group']}"
     if target == "REDIRECT":
         return f"redirect to :{settings['to-ports']}"
     if target == "DNAT":
