@@ -109,6 +109,7 @@ _nm_zones() {
         --interface) _nm_zones_reply "$cur" < <(_nm_zones_interfaces); return ;;
         --for) COMPREPLY=($(compgen -W "30s 10m 1h 2h 1d" -- "$cur")); return ;;
         --app) _nm_zones_reply "$cur" < <(_nm_zones_apps); return ;;
+        --network) _nm_zones_reply "$cur" < <(_nm_zones_networks "$program"); return ;;
     esac
 
     local options="--help"
@@ -117,8 +118,8 @@ _nm_zones() {
         assign) options+=" --profile" ;;
         default-zone) options+=" --wired --wireless" ;;
         install) options+=" --root --uninstall" ;;
-        allow) options+=" --app --zone --interface --for --permanent" ;;
-        revoke) options+=" --app --zone --interface --permanent" ;;
+        allow) options+=" --app --zone --interface --network --for --permanent" ;;
+        revoke) options+=" --app --zone --interface --network --permanent" ;;
         log) options+=" --follow" ;;
     esac
     if [[ $cur == -* ]]; then

@@ -311,7 +311,7 @@ def _matches(spec: Spec, packet: Packet) -> bool | None:
                     return False
                 found = value.isdigit() and packet.icmp_type == int(value)
             elif name == "limit":
-                found = True  # only ever on LOG rules, which decide nothing
+                found = True  # only ever on LOG and NFLOG rules, which decide nothing
             elif name == "connlabel":
                 found = False  # a flow's first packet carries no label yet
             else:

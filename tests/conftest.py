@@ -134,6 +134,7 @@ MODULE_TIERS = {
     "test_firewalld_api.py": "pure",
     "test_house.py": "pure",
     "test_limits.py": "pure",
+    "test_nft_listing.py": "pure",
     "test_plan.py": "pure",  # its tests that commit take `lab`
     "test_translations.py": "pure",
     "test_userzones.py": "pure",
@@ -152,6 +153,7 @@ MODULE_TIERS = {
     "test_bench.py": "netns",
     "test_import_budget.py": "netns",
     "test_sources.py": "netns",
+    "test_allow_network.py": "nm_sandbox",  # its pure tests say so
     "test_applications.py": "nm_sandbox",
     "test_firewall_cmd.py": "nm_sandbox",
     "test_firewalld_clients.py": "nm_sandbox",

@@ -20,6 +20,7 @@ from tests.test_nm import HOME, PUBLIC, specs
 from tests.test_service import nm as served_sandbox  # noqa: F401 - a fixture, shared
 
 USER = "nmzdesk"
+MANAGER = "org.nm_zones.Manager1"
 APP = "nm-zones-settings"
 GRANT = """polkit.addRule(function(action, subject) {
     if ((action.id == "org.nm-zones.assign" || action.id == "org.nm-zones.configure")
@@ -403,6 +404,60 @@ def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path)
     with open(os.path.join(nm.tmp, "serve.log"), errors="replace") as stream:
         served = stream.read()
     assert "internal error" not in served and "refused (org.nm-zones.configure)" in served
+
+
+def labels(window: Window) -> str:
+    return " ".join(e.get("text", "") for e in window.tree() if e["role"] == "label")
+
+
+def test_the_zone_editor_lists_refused_packets_and_allows_one(desk):
+    """A zone with log-denied: the service reads its NFLOG group; the page lists the refused
+    probes, and "Allow this", by keyboard, opens the port for a while (the peer's next probe
+    is accepted). A zone without it says how to turn it on."""
+    nm = desk
+    nm.listen()
+    nm.sh("mkdir -p /etc/nm-zones/zones.d")
+    nm.run(["sh", "-c", "cat > /etc/nm-zones/zones.d/home.yaml"], input_text=HOME_FILE)
+    lan = up(nm, "lan", "connection.zone", "home")
+    nm.wait_zone(lan.name, "home")
+    nm.wait_reachable(lan)
+    desktop = Desktop(nm, USER)
+    desktop.start()
+    desktop.program("nm_zones.desktop.settings", "settings.log")
+    window = Window(desktop)
+    window.wait_row("lan", "Home")
+    desktop.atspi("action", APP, control(window, "Zones")["path"], "click")
+    wait_for(lambda: "This zone does not log refused packets" in labels(window), 30,
+             what=lambda: f"the hint on turning logging on\n{desktop.log('settings.log')}")
+    assert "Set log-denied: true in /etc/nm-zones/zones.d/home.yaml" in labels(window)
+
+    # log-denied turned on, reloaded through the service (its Reloaded signal: the window
+    # reads the zone again), then the peer's probes: 8080/tcp refused in both families
+    home = HOME_FILE + "log-denied: true\n"
+    nm.run(["sh", "-c", "cat > /etc/nm-zones/zones.d/home.yaml"], input_text=home)
+    nm.gdbus("org.fedoraproject.FirewallD1.reload")
+    wait_for(lambda: "No packet refused lately" in labels(window), 30, what="the empty list")
+    assert nm.probe(specs(lan)) == HOME
+    refused = [f"8080/tcp from {lan.peer_ipv4}", f"8080/tcp from {lan.peer_ipv6}"]
+    wait_for(lambda: all(r in zone_rows(window) for r in refused), 30,
+             what=lambda: f"the refused probes listed: {sorted(zone_rows(window))}")
+    assert f"· {lan.name}" in labels(window)
+    reply = nm.gdbus(f"{MANAGER}.GetDeniedPackets", "home", user=USER)  # open to users
+    assert reply.returncode == 0 and "'port': '8080'" in reply.stdout, reply
+    assert "'8080'" not in nm.gdbus(f"{MANAGER}.GetDeniedPackets", "public").stdout
+
+    # "Allow this" by keyboard: refused without polkit's grant, then granted
+    name = "Allow 8080/tcp in zone home for 10 minutes"
+    tab_to(window, name)
+    desktop.keys("space")
+    window.wait_status(r"^Not authorized: polkit refused org\.nm-zones\.configure$")
+    grant(nm, desktop)
+    tab_to(window, name)
+    desktop.keys("space")
+    window.wait_status(r"^Port 8080/tcp allowed in zone home for 10 minutes$")
+    assert nm.probe(specs(lan)) == ["accepted"] * 6
+    assert "8080/tcp" in nm.nm_zones("status", lan.name).stdout
+    assert "Traceback" not in desktop.log("settings.log")
 
 
 SERVER = "org.freedesktop.Notifications"

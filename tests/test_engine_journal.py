@@ -176,14 +176,58 @@ def test_a_refused_commit_stays_with_its_interface(world):
     world.assign("eth8", "home")
     world.assign("eth9", "home")
     world.write("zones.d/home.yaml", "services: [ssh]\n")  # both must be committed again
-    world.ipt.refuse_next("apply")
+    world.ipt.refuse_interface("eth8")  # the zone-wide commit, then eth8's own, refused
     engine = world.run(lambda e, s: e.reload(s))
     state = world.state()
     assert "refused by the test" in state.interfaces["eth8"].degraded
     assert state.interfaces["eth9"].status == "applied" and not state.interfaces["eth9"].degraded
     assert engine.degraded
+    assert [c.interface for c in engine.changes] == ["eth9"]  # no change claimed for eth8
+    world.ipt.refused_interfaces.clear()
     world.run(lambda e, s: e.reload(s))
     assert world.state().interfaces["eth8"].status == "applied"
+
+
+@pytest.mark.parametrize("which", ["iptables", "nftables"])
+def test_a_zone_wide_reload_commits_each_table_once(world, which):
+    """Both interfaces of the edited zone in one commit per table and family (nftables:
+    one transaction), not one per interface."""
+    fake = world.use(which)
+    world.assign("eth8", "home")
+    world.assign("eth9", "home")
+    world.write("zones.d/home.yaml", "services: [ssh]\n")
+    before = len(fake.commits)
+    engine = world.run(lambda e, s: e.reload(s))
+    commits = fake.commits[before:]
+    assert sorted(c.interface for c in engine.changes) == ["eth8", "eth9"]
+    keys = [key for _, key in commits]
+    assert len(keys) == len(set(keys))  # each table once, for both interfaces
+    assert len(keys) == 1 if which == "nftables" else {V4, V6} <= set(keys)
+    assert fake.content_of("eth8") and fake.content_of("eth9")
+    assert recorded_matches_kernel(world, fake)
+
+
+@pytest.mark.parametrize("which", ["iptables", "nftables"])
+def test_a_zone_wide_commit_cut_short_is_finished_by_the_next_run(world, which):
+    """Every interface of the zone is journaled `applying` before the one commit: a run
+    whose commits are refused from there on (as a kill would end it) leaves them all for
+    the next run to finish."""
+    fake = world.use(which)
+    world.assign("eth8", "home")
+    world.assign("eth9", "home")
+    old = (fake.content_of("eth8"), fake.content_of("eth9"))
+    world.write("zones.d/home.yaml", "services: [ssh]\n")
+    fake.refuse_after(0)
+    world.run(lambda e, s: e.reload(s))
+    journaled = world.state()
+    assert {journaled.interfaces[n].status for n in ("eth8", "eth9")} == {"applying"}
+    assert (fake.content_of("eth8"), fake.content_of("eth9")) == old  # nothing committed
+    fake.refuse_after(10**6)
+    world.run()
+    state = world.state()
+    assert {state.interfaces[n].status for n in ("eth8", "eth9")} == {"applied"}
+    assert fake.content_of("eth8") != old[0] and fake.content_of("eth9") != old[1]
+    assert recorded_matches_kernel(world, fake)
 
 
 def test_a_gone_interface_loses_its_rules(world):

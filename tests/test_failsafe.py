@@ -36,9 +36,7 @@ def chain(lab, interface: str, family: str = "ipv4") -> list[str]:
     """The interface's input chain as the kernel holds it (with nftables one chain serves
     both families)."""
     if lab.backend == "nftables":
-        from nm_zones.backends.nftables.backend import parse_listing
-
-        listed = parse_listing(lab.nft_table())
+        listed = lab.nft_listing()
         return listed[0].get(f"nmz-if-{interface}-in", []) if listed else []
     prefix = f"-A nmz-if-{interface}-in "
     return [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]

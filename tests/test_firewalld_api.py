@@ -264,3 +264,50 @@ def test_interfaces_bound_before_they_exist_answer_as_firewalld():
     for number in range(PENDING_LIMIT):
         pending.add("work", f"v{number}", adding=True)
     assert code(lambda: pending.add("work", "one-more", adding=True)) == "INVALID_INTERFACE"
+
+
+# -- runtime removals (ruleset/runtime_features.py) -----------------------------------------
+
+
+def test_a_runtime_removal_compiles_the_zone_without_it():
+    """`--remove-service=ssh` at runtime for what the zone's file lists: the zone as compiled
+    until reload lacks it; an addition of the same kind still adds."""
+    from nm_zones.ruleset.runtime_features import (
+        MASQUERADE,
+        forward_what,
+        is_feature,
+        removed,
+        with_features,
+        without,
+    )
+
+    gone = (
+        without("ssh"),
+        without("8080/tcp"),
+        without(MASQUERADE),
+        without(forward_what("80", "tcp", "8080", "")),
+    )
+    assert all(is_feature(what) for what in gone) and removed(gone[0]) == "ssh"
+    assert removed("ssh") == "" and removed(MASQUERADE) == ""
+    zone = with_features(WEB, gone)
+    assert zone.services == () and zone.ports == (PortRange(60000, 61000, "udp"),)
+    assert not zone.masquerade and zone.forward_ports == ()
+    back = with_features(WEB, (*gone, MASQUERADE, forward_what("80", "tcp", "8080", "")))
+    assert back.masquerade and back.forward_ports == WEB.forward_ports
+    assert with_features(WEB, (without("60000/udp"),)).ports == WEB.ports  # exact entries only
+
+
+def test_status_lists_a_runtime_removal_instead_of_what_it_removed():
+    from nm_zones.doors.detail import open_list
+
+    view = {
+        "services": {"ssh": {"ports": ["22/tcp"], "source-ports": [], "protocols": []}},
+        "ports": ["8080/tcp"],
+        "protocols": [],
+        "all_services": {},
+    }
+    entries = open_list(view, [("without:ssh", 0, 0, "zone")], now=100.0)
+    assert [(e["what"], e["from"], e["opens"]) for e in entries] == [
+        ("8080/tcp", "zone", ["8080/tcp"]),
+        ("without:ssh", "runtime", []),
+    ]

@@ -97,9 +97,7 @@ def forward_out_packets(lab, interface: str):
     """Packets counted by the uplink's rule in nmz-forward-out (IPv4); with nftables, whose
     map elements count nothing, the uplink's element and chain as the kernel lists them."""
     if lab.backend == "nftables":
-        from nm_zones.backends.nftables.backend import parse_listing
-
-        chains, maps = parse_listing(lab.nft_table())
+        chains, maps = lab.nft_listing()
         return (maps["nmz-forward-out"][interface], chains[f"nmz-if-{interface}-fout"])
     wanted = f"-A nmz-forward-out -o {interface} -j nmz-if-{interface}-fout"
     for line in lab.shell("iptables-legacy-save -c -t filter").stdout.splitlines():

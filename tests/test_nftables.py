@@ -5,12 +5,12 @@ between leaves an interface filtered by both, never by neither."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
 import pytest
 
-from nm_zones.backends.nftables.backend import parse_listing
 from tests.harness.lab import PYTHON, wait_for
 from tests.test_plan import CUSTOM_ZONE, ZONES
 
@@ -42,11 +42,9 @@ def test_plan_loads_with_nft_check_and_is_what_apply_puts_in_place(lab):
         # the plan loaded into an empty namespace holds exactly what apply holds
         lab.run(lab.peer, ["nft", "flush", "ruleset"])
         lab.run(lab.peer, ["nft", "-f", "-"], input_text=script)
-        planned = parse_listing(
-            lab.run(lab.peer, ["nft", "list", "table", "inet", "nm-zones"]).stdout
-        )
+        planned = lab.nft_listing(lab.peer)
         lab.nm_zones("apply", link.name, zone)
-        applied = parse_listing(lab.nft_table())
+        applied = lab.nft_listing()
         for chain, rules in planned[0].items():
             if chain in ("input", "forward"):  # apply's also hold the catch-all after these
                 assert applied[0][chain][: len(rules)] == rules, (zone, chain)
@@ -56,6 +54,9 @@ def test_plan_loads_with_nft_check_and_is_what_apply_puts_in_place(lab):
         assert ours == {c for c in planned[0] if c.startswith("nmz-if-")}, zone
         for name, elements in planned[1].items():
             assert applied[1][name] == elements, (zone, name)
+        # and the backend, reading the table back as JSON, finds the plan in place
+        status = lab.nm_zones("status", link.name, "--json", check=False)
+        assert json.loads(status.stdout)["kernel"] == "in place", (zone, status.stdout)
     lab.run(lab.peer, ["nft", "flush", "ruleset"])
 
 

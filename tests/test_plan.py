@@ -242,8 +242,9 @@ def test_allowances_are_committed_before_the_zone_tail_as_status_expects(lab):
     ]
     for family, text in both.items():
         planned = [line for line in text.splitlines() if line.startswith(prefix)]
-        assert planned[-2].startswith(f"{prefix}-m limit") and "-j LOG" in planned[-2]
-        expected = planned[:-2] + added + planned[-2:]
+        assert planned[-3].startswith(f"{prefix}-m limit") and "-j LOG" in planned[-3]
+        assert "-j NFLOG --nflog-prefix" in planned[-2] and "--nflog-group 47" in planned[-2]
+        expected = planned[:-3] + added + planned[-3:]  # before the LOG, NFLOG and verdict
         held = [line for line in lab.save(family, "filter").splitlines() if line.startswith(prefix)]
         assert held == expected, family
     assert view["kernel"] == "in place"

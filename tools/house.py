@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The house's measures, repeatable by anyone: long functions, import circles and upward
-edges between the package's stages, and positional uses of rule specs.
+"""The house's measures, repeatable by anyone: long functions (and long functions on the
+event path), import circles and upward edges between the package's stages, and positional
+uses of rule specs.
 
     python3 tools/house.py            # the report
     python3 tools/house.py --json     # the same numbers, for tests and comparisons
@@ -9,6 +10,10 @@ Stages, lowest first: plain helpers, config, ruleset, backends, the engine in th
 and the doors (and the desktop) on top. An import may point to its own stage or a lower
 one; one that points higher is an "upward edge". Function-local imports count as edges too:
 they hide circles, they do not remove them.
+
+The event path is what one NetworkManager hook event imports (the modules below, kept equal
+to tests/test_import_budget.py's budget by a test): its functions are held to
+EVENT_PATH_FUNCTION lines, since every boot and every switch runs them.
 
 A rule spec (nm_zones/ruleset/plan.py) is read by its index names; a "positional use" is a name
 with `spec` in it indexed or sliced by a number, or unpacked into a tuple (also in a `for` or a
@@ -27,6 +32,19 @@ from dataclasses import dataclass, field
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "nm_zones"
 LONG_FUNCTION = 60  # lines, body and signature
+EVENT_PATH_FUNCTION = 45  # lines, for the functions of the modules a hook event imports
+EVENT_PATH = (  # `.*`: the package and everything in it
+    "addresses", "backends", "backends.common", "backends.views", "backends.iptables",
+    "backends.iptables.backend", "backends.iptables.entries", "backends.iptables.held",
+    "backends.iptables.iptc_env", "backends.iptables.kernel", "backends.nftables",
+    "backends.nftables.backend", "backends.nftables.libnft", "backends.nftables.nfnetlink",
+    "backends.nftables.view", "config", "config.appname", "config.load", "config.model",
+    "config.yamlsource", "digest", "doors", "doors.event", "engine", "engine.*", "errors",
+    "files", "flows", "ifname", "lazy", "locks", "log", "networks", "networks.identity",
+    "networks.zone", "paths", "protocols", "quick", "resolve", "ruleset",
+    "ruleset.allowances", "ruleset.build", "ruleset.cache", "ruleset.layout", "ruleset.plan",
+    "ruleset.rules", "ruleset.sources", "state", "text",
+)
 SPEC_MODULE = f"{PACKAGE}.ruleset.plan"  # the one module that reads a rule spec by position
 STAGES = (
     ("helpers", ("addresses", "appnames", "digest", "errors", "files", "ifname", "lazy",
@@ -228,6 +246,13 @@ def circles(modules: dict[str, Module]) -> list[list[str]]:
     return sorted(found)
 
 
+def on_event_path(module: str) -> bool:
+    name = module.removeprefix(f"{PACKAGE}.") if module != PACKAGE else ""
+    return name in EVENT_PATH or any(
+        entry.endswith(".*") and (name + ".").startswith(entry[:-1]) for entry in EVENT_PATH
+    )
+
+
 def measure() -> dict:
     modules = read_package()
     functions = sorted(
@@ -248,6 +273,11 @@ def measure() -> dict:
             {"function": name, "line": line, "lines": length}
             for length, name, line in functions
             if length > LONG_FUNCTION
+        ],
+        "event-path-long-functions": [
+            {"function": name, "line": line, "lines": length}
+            for length, name, line in functions
+            if length > EVENT_PATH_FUNCTION and on_event_path(name.rsplit(".", 1)[0])
         ],
         "longest-functions": [
             {"function": name, "lines": length} for length, name, _ in functions[:10]
@@ -271,6 +301,12 @@ def measure() -> dict:
 def report(numbers: dict) -> str:
     lines = [f"Functions over {LONG_FUNCTION} lines: {len(numbers['long-functions'])}"]
     lines += [f"  {row['lines']:4}  {row['function']}" for row in numbers["longest-functions"]]
+    lines.append(
+        f"Event-path functions over {EVENT_PATH_FUNCTION} lines: "
+        f"{len(numbers['event-path-long-functions'])}"
+    )
+    event_path = numbers["event-path-long-functions"]
+    lines += [f"  {row['lines']:4}  {row['function']}" for row in event_path]
     lines.append("Largest modules:")
     lines += [f"  {row['lines']:4}  {row['module']}" for row in numbers["largest-modules"]]
     lines.append(f"Import circles: {len(numbers['circles'])}")

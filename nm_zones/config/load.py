@@ -188,6 +188,38 @@ def _zone_name_problem(path: str) -> str | None:
     return None
 
 
+def _destination(check: _FileChecker, doc: LocMap) -> tuple[tuple[str, str], ...]:
+    """A service's `destination`: (family, network as iptables prints it) pairs."""
+    value = doc.get("destination")
+    if value is None:
+        return ()
+    if not isinstance(value, LocMap):
+        check.add(
+            doc.key_lines["destination"],
+            "destination",
+            "must be a mapping with ipv4 and/or ipv6 addresses",
+        )
+        return ()
+    destination: list[tuple[str, str]] = []
+    for family, address in value.items():
+        line, key = value.key_lines[family], f"destination.{family}"
+        if family not in ("ipv4", "ipv6"):
+            check.add(line, key, f"unknown family ({_hint(family, ('ipv4', 'ipv6'))})")
+            continue
+        try:
+            import ipaddress  # only for the services that name addresses
+
+            network = ipaddress.ip_network(str(address), strict=False)
+        except ValueError:
+            check.add(line, key, f"{address!r} is not an {family} address or network")
+            continue
+        if network.version != (4 if family == "ipv4" else 6):
+            check.add(line, key, f"{address} is not an {family} address")
+            continue
+        destination.append((family, str(network)))
+    return tuple(sorted(destination))
+
+
 def load_service(path: str, name: str) -> tuple[Service | None, list[Problem]]:
     check = _FileChecker(path)
     if not SERVICE_NAME.match(name):
@@ -198,43 +230,43 @@ def load_service(path: str, name: str) -> tuple[Service | None, list[Problem]]:
         if not check.problems:
             check.add(1, "", "empty service file (give at least ports or protocols)")
         return None, check.problems
-    destination: list[tuple[str, str]] = []
-    value = doc.get("destination")
-    if value is not None:
-        if not isinstance(value, LocMap):
-            check.add(
-                doc.key_lines["destination"],
-                "destination",
-                "must be a mapping with ipv4 and/or ipv6 addresses",
-            )
-        else:
-            for family, address in value.items():
-                line = value.key_lines[family]
-                key = f"destination.{family}"
-                if family not in ("ipv4", "ipv6"):
-                    check.add(line, key, f"unknown family ({_hint(family, ('ipv4', 'ipv6'))})")
-                    continue
-                try:
-                    import ipaddress  # only for the services that name addresses
-
-                    network = ipaddress.ip_network(str(address), strict=False)
-                except ValueError:
-                    check.add(line, key, f"{address!r} is not an {family} address or network")
-                    continue
-                if network.version != (4 if family == "ipv4" else 6):
-                    check.add(line, key, f"{address} is not an {family} address")
-                    continue
-                destination.append((family, str(network)))  # as iptables prints it
     service = Service(
         name=name,
         description=check.text(doc, "description"),
         ports=check.ports(doc, "ports"),
         protocols=check.names(doc, "protocols", IP_PROTOCOLS, "protocol"),
         source_ports=check.ports(doc, "source-ports"),
-        destination=tuple(sorted(destination)),
+        destination=_destination(check, doc),
         helpers=check.names(doc, "helpers", CONNTRACK_HELPERS, "conntrack helper"),
     )
     return (None if check.problems else service), check.problems
+
+
+def _target(check: _FileChecker, doc: LocMap, key: str, choices, default: str) -> str:
+    """`target` or `forward-target`, lower case; an unknown one is a problem."""
+    target = check.text(doc, key).lower() or default
+    if target and target not in choices:
+        check.add(
+            doc.key_lines.get(key, 1), key, f"unknown target {target!r} ({_hint(target, choices)})"
+        )
+    return target
+
+
+def _zone_services(
+    check: _FileChecker, doc: LocMap, services: dict[str, Service], broken_services: set[str]
+) -> tuple[str, ...]:
+    """The zone's services, each once; a broken or unknown one is a problem."""
+    found: list[str] = []
+    for line, key, item in check.items(doc, "services"):
+        if not isinstance(item, str) or not SERVICE_NAME.match(item):
+            check.add(line, key, f"{item!r} is not a service name")
+        elif item in broken_services:
+            check.add(line, key, f"service {item!r} cannot be loaded (see its own file)")
+        elif item not in services:
+            check.add(line, key, f"unknown service {item!r} ({_hint(item, services)})")
+        elif item not in found:
+            found.append(item)
+    return tuple(found)
 
 
 def load_zone(
@@ -251,41 +283,20 @@ def load_zone(
     doc = doc or LocMap()
     if not hasattr(doc, "key_lines"):
         doc.key_lines = {}
-    target = check.text(doc, "target").lower() or "default"
-    if target not in TARGETS:
-        check.add(
-            doc.key_lines.get("target", 1),
-            "target",
-            f"unknown target {target!r} ({_hint(target, TARGETS)})",
-        )
-    forward_target = check.text(doc, "forward-target").lower()
-    if forward_target and forward_target not in FORWARD_TARGETS:
-        check.add(
-            doc.key_lines.get("forward-target", 1),
-            "forward-target",
-            f"unknown target {forward_target!r} ({_hint(forward_target, FORWARD_TARGETS)})",
-        )
-    zone_services = []
-    for line, key, item in check.items(doc, "services"):
-        if not isinstance(item, str) or not SERVICE_NAME.match(item):
-            check.add(line, key, f"{item!r} is not a service name")
-        elif item in broken_services:
-            check.add(line, key, f"service {item!r} cannot be loaded (see its own file)")
-        elif item not in services:
-            check.add(line, key, f"unknown service {item!r} ({_hint(item, services)})")
-        elif item not in zone_services:
-            zone_services.append(item)
-    forward_ports = []
-    for line, key, item in check.items(doc, "forward-ports"):
-        forward = _forward_port(check, line, key, item)
-        if forward:
-            forward_ports.append(forward)
+    target = _target(check, doc, "target", TARGETS, "default")
+    forward_target = _target(check, doc, "forward-target", FORWARD_TARGETS, "")
+    zone_services = _zone_services(check, doc, services, broken_services)
+    forward_ports = [
+        forward
+        for line, key, item in check.items(doc, "forward-ports")
+        if (forward := _forward_port(check, line, key, item))
+    ]
     zone = Zone(
         name=name,
         description=check.text(doc, "description"),
         target=target,
         forward_target=forward_target,
-        services=tuple(zone_services),
+        services=zone_services,
         ports=check.ports(doc, "ports"),
         protocols=check.names(doc, "protocols", IP_PROTOCOLS, "protocol"),
         icmp_blocks=check.names(doc, "icmp-blocks", ICMP_NAMES, "ICMP type"),
@@ -370,6 +381,44 @@ def _applications(check: _FileChecker, doc) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _to_port(check: _FileChecker, item: LocMap, key: str) -> int | bool | None:
+    """A forward port's `to-port`: the number, None when absent, False when wrong."""
+    to_port = item.get("to-port")
+    if to_port is None:
+        return None
+    text = str(to_port)
+    if isinstance(to_port, bool) or not (text.isascii() and text.isdigit()):
+        valid = False
+    else:
+        valid = 1 <= int(text) <= 65535
+    if not valid:
+        check.add(
+            item.key_lines["to-port"],
+            f"{key}.to-port",
+            f"{to_port!r} is not a port number (1-65535)",
+        )
+        return False
+    return int(text)
+
+
+def _to_addr(check: _FileChecker, item: LocMap, key: str) -> str | bool | None:
+    """A forward port's `to-addr`: the address, None when absent, False when wrong."""
+    to_addr = item.get("to-addr")
+    if to_addr is None:
+        return None
+    try:
+        import ipaddress  # only for zones that forward to an address
+
+        return str(ipaddress.ip_address(str(to_addr)))
+    except ValueError:
+        check.add(
+            item.key_lines["to-addr"],
+            f"{key}.to-addr",
+            f"{to_addr!r} is not an IPv4 or IPv6 address",
+        )
+        return False
+
+
 def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort | None:
     if not isinstance(item, LocMap):
         check.add(line, key, "must be a mapping such as {port: 80/tcp, to-port: 8080}")
@@ -385,33 +434,12 @@ def _forward_port(check: _FileChecker, line: int, key: str, item) -> ForwardPort
         check.add(line, f"{key}.port", "missing (the incoming port, such as 80/tcp)")
         return None
     port = check.port(item.key_lines["port"], f"{key}.port", item["port"])
-    to_port = item.get("to-port")
-    if to_port is not None:
-        if (
-            isinstance(to_port, bool)
-            or not (str(to_port).isascii() and str(to_port).isdigit())
-            or not (1 <= int(str(to_port)) <= 65535)
-        ):
-            check.add(
-                item.key_lines["to-port"],
-                f"{key}.to-port",
-                f"{to_port!r} is not a port number (1-65535)",
-            )
-            return None
-        to_port = int(str(to_port))
-    to_addr = item.get("to-addr")
-    if to_addr is not None:
-        try:
-            import ipaddress  # only for zones that forward to an address
-
-            to_addr = str(ipaddress.ip_address(str(to_addr)))
-        except ValueError:
-            check.add(
-                item.key_lines["to-addr"],
-                f"{key}.to-addr",
-                f"{to_addr!r} is not an IPv4 or IPv6 address",
-            )
-            return None
+    to_port = _to_port(check, item, key)
+    if to_port is False:
+        return None
+    to_addr = _to_addr(check, item, key)
+    if to_addr is False:
+        return None
     if to_port is None and to_addr is None:
         check.add(line, key, "needs to-port, to-addr or both")
         return None
@@ -436,6 +464,43 @@ def _with_defaults(doc, problems: list[Problem], defaults_path: str | None):
     return merged
 
 
+def _map_zone(check: _FileChecker, doc: LocMap, key: str) -> str:
+    value = check.text(doc, key)
+    if value and not ZONE_NAME.match(value):
+        check.add(doc.key_lines[key], key, f"{value!r} is not a zone name")
+        return ""
+    return value
+
+
+def _map_connections(check: _FileChecker, doc: LocMap) -> tuple[tuple[str, str], ...]:
+    """`connections`: (connection UUID or name, zone) pairs."""
+    value = doc.get("connections")
+    if value is not None and not isinstance(value, LocMap):
+        check.add(
+            doc.key_lines["connections"],
+            "connections",
+            "must be a mapping of connection UUID or name to zone",
+        )
+        return ()
+    connections = []
+    for name, zone in (value or {}).items():
+        if not isinstance(zone, str) or not ZONE_NAME.match(zone):
+            check.add(value.key_lines[name], f"connections.{name}", f"{zone!r} is not a zone name")
+            continue
+        connections.append((name, zone))
+    return tuple(connections)
+
+
+def _exempt_interfaces(check: _FileChecker, doc: LocMap) -> tuple[str, ...]:
+    exempt = []
+    for line, key, item in check.items(doc, "exempt-interfaces"):
+        if not isinstance(item, str) or not EXEMPT_PATTERN.match(item):
+            check.add(line, key, f"{item!r} is not an interface name or prefix* pattern")
+        else:
+            exempt.append(item)
+    return tuple(exempt)
+
+
 def load_map(
     path: str, defaults_path: str | None = None
 ) -> tuple[ConnectionsMap | None, list[Problem], LocMap | None]:
@@ -447,42 +512,13 @@ def load_map(
         if not check.problems:
             check.add(1, "", "empty connections map (give at least default-zone)")
         return None, check.problems, None
-
-    def zone_name(key: str) -> str:
-        value = check.text(doc, key)
-        if value and not ZONE_NAME.match(value):
-            check.add(doc.key_lines[key], key, f"{value!r} is not a zone name")
-            return ""
-        return value
-
-    connections = []
-    value = doc.get("connections")
-    if value is not None and not isinstance(value, LocMap):
-        check.add(
-            doc.key_lines["connections"],
-            "connections",
-            "must be a mapping of connection UUID or name to zone",
-        )
-    elif value:
-        for name, zone in value.items():
-            if not isinstance(zone, str) or not ZONE_NAME.match(zone):
-                check.add(
-                    value.key_lines[name], f"connections.{name}", f"{zone!r} is not a zone name"
-                )
-                continue
-            connections.append((name, zone))
-    exempt = []
-    for line, key, item in check.items(doc, "exempt-interfaces"):
-        if not isinstance(item, str) or not EXEMPT_PATTERN.match(item):
-            check.add(line, key, f"{item!r} is not an interface name or prefix* pattern")
-        else:
-            exempt.append(item)
+    connections, exempt = _map_connections(check, doc), _exempt_interfaces(check, doc)
     result = ConnectionsMap(
-        default_zone=zone_name("default-zone") or "public",
-        wired_zone=zone_name("wired-zone"),
-        wireless_zone=zone_name("wireless-zone"),
-        connections=tuple(connections),
-        exempt_interfaces=tuple(exempt),
+        default_zone=_map_zone(check, doc, "default-zone") or "public",
+        wired_zone=_map_zone(check, doc, "wired-zone"),
+        wireless_zone=_map_zone(check, doc, "wireless-zone"),
+        connections=connections,
+        exempt_interfaces=exempt,
     )
     if "default-zone" not in doc:
         check.add(doc.line, "default-zone", "missing (the zone of unknown networks, e.g. public)")
@@ -603,43 +639,55 @@ def insecure_problem(path: str, is_dir: bool = False) -> Problem | None:
     return None
 
 
-def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
-    """Read every layer and return what can be used plus what is wrong."""
-    problems: list[Problem] = []
-    check_owner = os.geteuid() == 0 and not shipped_only
-
-    def layered(sub: str) -> tuple[dict[str, str], dict[str, Problem]]:
-        """NAME -> path, admin files over shipped ones; and admin files refused as insecure."""
-        files = yaml_files(os.path.join(paths.shipped, sub))
-        refused: dict[str, Problem] = {}
-        if shipped_only:
-            return files, refused
-        admin_dir = os.path.join(paths.config, sub)
-        admin = yaml_files(admin_dir)
-        folder_problem = insecure_problem(admin_dir, is_dir=True) if check_owner and admin else None
-        for name, path in admin.items():
-            files[name] = path
-            problem = folder_problem or (insecure_problem(path) if check_owner else None)
-            if problem:
-                refused[name] = problem
+def _layered(
+    paths: Paths, sub: str, shipped_only: bool, check_owner: bool
+) -> tuple[dict[str, str], dict[str, Problem]]:
+    """NAME -> path, admin files over shipped ones; and admin files refused as insecure."""
+    files = yaml_files(os.path.join(paths.shipped, sub))
+    refused: dict[str, Problem] = {}
+    if shipped_only:
         return files, refused
+    admin_dir = os.path.join(paths.config, sub)
+    admin = yaml_files(admin_dir)
+    folder_problem = insecure_problem(admin_dir, is_dir=True) if check_owner and admin else None
+    for name, path in admin.items():
+        files[name] = path
+        problem = folder_problem or (insecure_problem(path) if check_owner else None)
+        if problem:
+            refused[name] = problem
+    return files, refused
 
+
+def _load_services(
+    files: dict[str, str], refused: dict[str, Problem]
+) -> tuple[dict[str, Service], set[str], list[Problem]]:
+    """(the services that load, the names of those that do not, what is wrong)."""
     services: dict[str, Service] = {}
-    broken_services: set[str] = set()
-    service_files, refused = layered("services.d")
-    for name, path in service_files.items():
+    broken: set[str] = set()
+    problems: list[Problem] = []
+    for name, path in files.items():
         bad = refused.get(name)
         found, found_problems = (None, [bad]) if bad else load_service(path, name)
         problems += found_problems
         if found:
             services[name] = found
         else:
-            broken_services.add(name)
+            broken.add(name)
+    return services, broken, problems
 
+
+def _load_zones(
+    files: dict[str, str],
+    refused: dict[str, Problem],
+    services: dict[str, Service],
+    broken_services: set[str],
+) -> tuple[dict[str, Zone], dict[str, list[Problem]], list[Problem]]:
+    """(the zones that load, each broken zone's problems, what is wrong); a zone naming a
+    source another zone has is broken too."""
     zones: dict[str, Zone] = {}
     broken: dict[str, list[Problem]] = {}
-    zone_files, refused = layered("zones.d")
-    for name, path in zone_files.items():
+    problems: list[Problem] = []
+    for name, path in files.items():
         bad = refused.get(name)
         found, found_problems = (
             (None, [bad]) if bad else load_zone(path, name, services, broken_services)
@@ -654,7 +702,14 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
         name = os.path.basename(conflict.file)[: -len(".yaml")]
         zones.pop(name, None)
         broken.setdefault(name, []).append(conflict)
+    return zones, broken, problems
 
+
+def _load_connections_map(
+    paths: Paths, shipped_only: bool, check_owner: bool, zones: dict, broken: dict
+) -> tuple[ConnectionsMap, Problem | None, list[Problem]]:
+    """(the map in force, the admin map's first problem when it is broken, what is wrong):
+    a broken admin map gives way to the shipped one."""
     shipped_map = os.path.join(paths.shipped, "connections-map.yaml")
     admin_map = os.path.join(paths.config, "connections-map.yaml")
     map_path = admin_map if not shipped_only and os.path.exists(admin_map) else shipped_map
@@ -662,19 +717,30 @@ def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
     if check_owner and map_path == admin_map:
         bad = insecure_problem(paths.config, is_dir=True) or insecure_problem(map_path)
     defaults = shipped_map if map_path == admin_map else None
-    cmap, map_problems, doc = (None, [bad], None) if bad else load_map(map_path, defaults)
-    problems += map_problems
-    map_broken = map_problems[0] if cmap is None and map_problems else None
+    cmap, problems, doc = (None, [bad], None) if bad else load_map(map_path, defaults)
+    map_broken = problems[0] if cmap is None and problems else None
     if cmap is None and map_path != shipped_map:
         cmap, _, doc = load_map(shipped_map)  # the admin's map is broken: keep the shipped one
         map_path = shipped_map
     if cmap is None:
         cmap, doc = ConnectionsMap(), None
     if doc is not None:
-        problems += _map_zone_problems(map_path, doc, cmap, zones, broken)
+        problems = problems + _map_zone_problems(map_path, doc, cmap, zones, broken)
+    return cmap, map_broken, problems
 
+
+def load(paths: Paths, shipped_only: bool = False) -> LoadResult:
+    """Read every layer and return what can be used plus what is wrong."""
+    check_owner = os.geteuid() == 0 and not shipped_only
+    service_files, refused = _layered(paths, "services.d", shipped_only, check_owner)
+    services, broken_services, problems = _load_services(service_files, refused)
+    zone_files, refused = _layered(paths, "zones.d", shipped_only, check_owner)
+    zones, broken, zone_problems = _load_zones(zone_files, refused, services, broken_services)
+    cmap, map_broken, map_problems = _load_connections_map(
+        paths, shipped_only, check_owner, zones, broken
+    )
     settings, settings_problems = _layered_settings(paths, shipped_only, check_owner)
-    problems += settings_problems
+    problems += zone_problems + map_problems + settings_problems
     config = Config(zones=zones, services=services, connections_map=cmap, settings=settings)
     salvaged = _salvage_sources(zone_files, refused, broken, zones)
     return LoadResult(config, problems, broken, map_broken, salvaged)

@@ -63,30 +63,39 @@ class _Converter:
         if self.count > MAX_NODES or depth > MAX_DEPTH:
             raise _TooBig(line)
         if isinstance(node, yaml.ScalarNode):
-            if node.tag not in _SCALAR_TAGS:
-                self.problem(line, key, f"YAML tag {node.tag} is not allowed (plain values only)")
-                return None
-            if node.tag == "tag:yaml.org,2002:timestamp":
-                return node.value
-            try:
-                return self.constructor.construct_object(node)
-            except yaml.YAMLError as error:
-                self.problem(line, key, f"cannot read value {node.value!r}: {error.problem}")
-                return None
+            return self._scalar(node, key, line)
         if isinstance(node, yaml.SequenceNode):
-            if node.tag != _SEQ_TAG:
-                self.problem(line, key, f"YAML tag {node.tag} is not allowed (plain lists only)")
-                return None
-            items = LocList()
-            items.line = line
-            items.item_lines = []
-            for index, child in enumerate(node.value):
-                items.append(self.convert(child, f"{key}[{index}]", depth + 1))
-                items.item_lines.append(child.start_mark.line + 1)
-            return items
+            return self._sequence(node, key, line, depth)
         if node.tag != _MAP_TAG:
             self.problem(line, key, f"YAML tag {node.tag} is not allowed (plain mappings only)")
             return None
+        return self._mapping(node, key, line, depth)
+
+    def _scalar(self, node: yaml.ScalarNode, key: str, line: int):
+        if node.tag not in _SCALAR_TAGS:
+            self.problem(line, key, f"YAML tag {node.tag} is not allowed (plain values only)")
+            return None
+        if node.tag == "tag:yaml.org,2002:timestamp":
+            return node.value
+        try:
+            return self.constructor.construct_object(node)
+        except yaml.YAMLError as error:
+            self.problem(line, key, f"cannot read value {node.value!r}: {error.problem}")
+            return None
+
+    def _sequence(self, node: yaml.SequenceNode, key: str, line: int, depth: int):
+        if node.tag != _SEQ_TAG:
+            self.problem(line, key, f"YAML tag {node.tag} is not allowed (plain lists only)")
+            return None
+        items = LocList()
+        items.line = line
+        items.item_lines = []
+        for index, child in enumerate(node.value):
+            items.append(self.convert(child, f"{key}[{index}]", depth + 1))
+            items.item_lines.append(child.start_mark.line + 1)
+        return items
+
+    def _mapping(self, node: yaml.MappingNode, key: str, line: int, depth: int) -> LocMap:
         mapping = LocMap()
         mapping.line = line
         mapping.key_lines = {}
@@ -113,8 +122,8 @@ class _TooBig(NmZonesError):
         self.line = line
 
 
-def read_yaml(path: str, problems: list[Problem]):
-    """Return the document's value (None when empty or unreadable); add problems found."""
+def _read_text(path: str, problems: list[Problem]) -> str | None:
+    """The file as text: a regular file of at most 1 MiB, UTF-8, without NUL."""
     try:  # never blocks: a FIFO or a device where a file should be is refused
         fd = open_regular(path)
         size = os.fstat(fd).st_size
@@ -139,6 +148,14 @@ def read_yaml(path: str, problems: list[Problem]):
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         problems.append(Problem(path, line, "", "NUL character in file (a text file is expected)"))
+        return None
+    return text
+
+
+def read_yaml(path: str, problems: list[Problem]):
+    """Return the document's value (None when empty or unreadable); add problems found."""
+    text = _read_text(path, problems)
+    if text is None:
         return None
     try:
         node = yaml.compose(text, Loader=_Loader)

@@ -1,8 +1,11 @@
 """The zone editor of nm-zones-settings: a page per zone with what it opens (services with
 their ports, ports, protocols, masquerade, ICMP blocks), the interfaces in it now and the
-runtime allowances that reach it. Adding or removing a service or a port edits the admin's
-zone file through the service (EditZone, polkit's org.nm-zones.configure), as
-`nm-zones allow --permanent` does; a refusal or a validation error is shown, nothing changes.
+runtime allowances that reach it, and the packets it refused lately (a zone with
+`log-denied: true`: GetDeniedPackets, from the NFLOG group `nm-zones serve` reads), each with
+"Allow this": its port opened for a while as the allowance form does. Adding or removing a
+service or a port edits the admin's zone file through the service (EditZone, polkit's
+org.nm-zones.configure), as `nm-zones allow --permanent` does; a refusal or a validation
+error is shown, nothing changes.
 
 Its first form allows a port for a while (10 minutes unless another time is picked): a
 runtime allowance for every interface of the zone, through firewalld's `zone.addPort` with a
@@ -30,6 +33,7 @@ CODE = re.compile(r"^[A-Z_]+: ")  # firewalld's error code before the message
 Done = Callable[[list[str] | None, ServiceError | None], None]
 PORT = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")  # 8080, or a range 8000-8100
 PROTOCOLS = ("tcp", "udp")
+DENIED_EVERY = 3  # seconds between reads of the refused packets while the page is shown
 
 
 def N_(text: str) -> str:
@@ -81,6 +85,7 @@ class ZonePage(Adw.PreferencesPage):
         super().__init__()
         self.zone, self.change = zone, change
         self.rows: list[tuple[Adw.PreferencesGroup, Gtk.Widget]] = []
+        self.logging, self.file = False, ""  # log-denied, and the zone's file (fill)
         self.timed: list[tuple[Adw.ActionRow, str, int]] = []  # allowance rows, their deadline
 
         self.title = Adw.PreferencesGroup(title=zone_label(zone))
@@ -106,6 +111,14 @@ class ZonePage(Adw.PreferencesPage):
             description=_("Opened by nm-zones allow, until they end or are revoked"),
         )
         self.add(self.allowances)
+        self.denied = Adw.PreferencesGroup(
+            title=_("Refused packets"),
+            description=_("The latest packets this zone refused, newest first"),
+        )
+        self.denied_rows: list[Gtk.Widget] = []
+        self.denied_shown: tuple | None = None  # what the rows show: kept when unchanged
+        self.allow_for.connect("notify::selected", lambda *_args: self._redraw_denied())
+        self.add(self.denied)
         self.about = Adw.PreferencesGroup(title=_("Other settings"))
         self.add(self.about)
 
@@ -142,9 +155,11 @@ class ZonePage(Adw.PreferencesPage):
 
     def _allow_for_a_while(self) -> None:
         port = self.allow_port.get_text().strip()
-        if not port:
-            return
-        protocol = PROTOCOLS[self.allow_protocol.get_selected()]
+        if port:
+            self.allow(port, PROTOCOLS[self.allow_protocol.get_selected()])
+
+    def allow(self, port: str, protocol: str) -> None:
+        """`port`/`protocol` opened in the zone for the time the form has chosen."""
         seconds, words = DURATIONS[self.allow_for.get_selected()]
         problem = port_problem(port)
         if problem:
@@ -205,17 +220,8 @@ class ZonePage(Adw.PreferencesPage):
         for group, row in self.rows:
             group.remove(row)
         self.rows, self.timed = [], []
-        runtime = [entry["what"] for entry in details.get("allowances", [])]
-        typed = self.allow_port.get_text().strip()
-        if any(f"{typed}/{protocol}" in runtime for protocol in PROTOCOLS):
-            self.allow_port.set_text("")  # allowed: its row below shows the time left
-        listed_now = [name for name, _ports in details.get("services", [])]
-        for entry, items in (
-            (self.add_service, listed_now),
-            (self.add_port, details.get("ports", [])),
-        ):
-            if entry.get_text().strip().lower() in items:
-                entry.set_text("")  # added: the row below says so
+        self.logging, self.file = bool(details.get("log-denied")), details.get("file", "")
+        self._clear_done(details)
         self.title.set_description(markup(details.get("description", "")))
         listed = ", ".join
         for title, value in (
@@ -262,6 +268,65 @@ class ZonePage(Adw.PreferencesPage):
             self._row(self.allowances, _("Nothing is allowed at runtime"))
         self.tick()
 
+    def fill_denied(self, packets: list[dict[str, str]], logging: bool, file: str) -> None:
+        """The refused packets, each with "Allow this" when its port can be opened; a zone
+        that does not log them says how to start."""
+        if (packets, logging) == self.denied_shown:
+            return  # the rows stay, and the keyboard focus in them
+        self.denied_shown = (packets, logging)
+        for row in self.denied_rows:
+            self.denied.remove(row)
+        self.denied_rows = [self._denied_row(packet) for packet in packets]
+        if not logging:
+            hint = _("Set log-denied: true in {file} to list them here").format(file=file)
+            self.denied_rows.append(self._plain(_("This zone does not log refused packets"), hint))
+        elif not packets:
+            self.denied_rows.append(self._plain(_("No packet refused lately")))
+        for row in self.denied_rows:
+            self.denied.add(row)
+
+    def _redraw_denied(self) -> None:
+        """Another time picked in the form: each "Allow this" names it."""
+        shown, self.denied_shown = self.denied_shown, None
+        if shown is not None:
+            self.fill_denied(shown[0], shown[1], self.file)
+
+    def _plain(self, title: str, subtitle: str = "") -> Adw.ActionRow:
+        return Adw.ActionRow(title=markup(title), subtitle=markup(subtitle))
+
+    def _denied_row(self, packet: dict[str, str]) -> Adw.ActionRow:
+        protocol, port = packet.get("protocol", ""), packet.get("port", "")
+        what = f"{port}/{protocol}" if protocol in PROTOCOLS and port.isdigit() else ""
+        title = _("{what} from {source}").format(
+            what=what or f"{protocol} {port}", source=packet.get("source", "")
+        )
+        row = self._plain(title, f"{packet.get('time', '')} · {packet.get('interface', '')}")
+        if what:
+            words = DURATIONS[self.allow_for.get_selected()][1]
+            button = self._button(
+                _("Allow this"),
+                _("Allow {what} in zone {zone} for {time}").format(
+                    what=what, zone=self.zone, time=_(words)
+                ),
+                lambda: self.allow(port, protocol),
+            )
+            row.add_suffix(button)
+        return row
+
+    def _clear_done(self, details: dict) -> None:
+        """A field emptied once what was typed into it is there: its row says so."""
+        runtime = [entry["what"] for entry in details.get("allowances", [])]
+        typed = self.allow_port.get_text().strip()
+        if any(f"{typed}/{protocol}" in runtime for protocol in PROTOCOLS):
+            self.allow_port.set_text("")  # allowed: its row below shows the time left
+        listed_now = [name for name, _ports in details.get("services", [])]
+        for entry, items in (
+            (self.add_service, listed_now),
+            (self.add_port, details.get("ports", [])),
+        ):
+            if entry.get_text().strip().lower() in items:
+                entry.set_text("")  # added: the row below says so
+
     def tick(self) -> None:
         """The time left of every allowance, again."""
         for row, where, deadline in self.timed:
@@ -288,13 +353,30 @@ class ZoneEditor(Gtk.Box):
         self.append(top)
         self.stack = Gtk.Stack(vexpand=True)
         self.append(self.stack)
+        self.ticks = 0
         GLib.timeout_add_seconds(1, self._tick)
 
     def _tick(self) -> bool:
         page = self.pages.get(self.zone)
         if page is not None and self.get_mapped():
             page.tick()
+            self.ticks += 1
+            if self.ticks % DENIED_EVERY == 0:
+                self.read_denied(page)
         return GLib.SOURCE_CONTINUE
+
+    def read_denied(self, page: ZonePage) -> None:
+        """The zone's refused packets, as the service has read them lately."""
+        if not page.logging:
+            page.fill_denied([], False, page.file)
+            return
+        try:
+            packets = self.service.read(
+                "GetDeniedPackets", "aa{ss}", GLib.Variant("(s)", (page.zone,))
+            )
+        except ServiceError:
+            return  # an older service, or none: the rest of the page says so
+        page.fill_denied(list(packets), True, page.file)
 
     def select(self, zone: str) -> None:
         self.zone = zone
@@ -324,6 +406,7 @@ class ZoneEditor(Gtk.Box):
             self.show(str(error))
             return
         page.fill(details, self.connections)
+        self.read_denied(page)
 
     def change(self, saying: str, method: str, args: GLib.Variant | None,
                interface: str = NMZ_INTERFACE, said: str = "") -> None:

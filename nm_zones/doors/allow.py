@@ -1,5 +1,6 @@
 """`nm-zones allow` and `nm-zones revoke`: open a port or a service now, for a while, or for
-good, on one interface or on every interface of a zone.
+good, on one interface, on every interface of a zone, or on a known network (whichever
+interface is on it, now and whenever it is recognised again: ruleset/allowances.py).
 
 A runtime change (ruleset/allowances.py) lives in the state and in the kernel, committed with the
 interface's chains; `--permanent` edits the admin's zone file (config/zonefile.py) and re-applies
@@ -18,8 +19,8 @@ from ..ruleset.allowances import (
     DEADLINE,
     FOREVER,
     deadlines_after,
-    effective,
     expired,
+    network_owner,
 )
 from ..state import State, Status
 from ..text import duration_text
@@ -76,8 +77,11 @@ def port_covered(what: str, ports) -> bool:
 
 
 def opened_by_zone(zone, what: str, config) -> str:
-    """How the zone's own definition already opens `what`, or ""."""
-    if zone is None:
+    """How the zone's own definition already opens `what`, or "" (always for a runtime
+    masquerade, forward port or removal: ruleset/runtime_features.py)."""
+    from ..ruleset.runtime_features import is_feature
+
+    if zone is None or is_feature(what):
         return ""
     if zone.target == "accept":
         return "it accepts everything"
@@ -121,14 +125,25 @@ class Request:
         self.what = what
         self.zone = args.zone or ""
         self.interface = args.interface or ""
+        self.network = getattr(args, "network", None) or ""  # a known network's id
+        self.network_label = ""
+        self.paths = None  # the engine's (run)
         self.seconds = parse_duration(args.duration) if args.duration else 0
         self.permanent = args.permanent
         self.loaded = loaded
         self.note = ""  # said when the scope was chosen for the user
 
+    @property
+    def owner(self) -> str:
+        """The allowance's first field: the interface, the network's key, or "" (a zone)."""
+        return network_owner(self.network) if self.network else self.interface
+
     def resolve(self, state: State) -> None:
         """The interface or zone the change is for (exactly one bound interface: that one)."""
         bound = {name: b for name, b in sorted(state.interfaces.items()) if b.status in IN_KERNEL}
+        if self.network:
+            self.network_label = known_network(self.paths, self.network).label
+            return
         if self.interface:
             binding = bound.get(self.interface)
             if binding is None:
@@ -144,17 +159,41 @@ class Request:
             self.zone = binding.zone
             self.note = f" ({self.interface} is the only interface bound)"
 
-    def label(self, interface: str) -> str:
-        return f"{interface} ({self.zone})" if interface else f"zone {self.zone}"
+    def label(self, interface: str, zone: str = "") -> str:
+        if interface and self.network:
+            return f"{interface} ({zone}, network {self.network_label!r})"
+        if interface:
+            return f"{interface} ({zone or self.zone})"
+        if self.network:
+            return f"network {self.network_label!r} ({self.network})"
+        return f"zone {self.zone}"
+
+
+def known_network(paths, network_id: str):
+    """The known network `network_id` names (networks/store.py); exit 2 when there is none
+    (a broken store: exit 2 with its FILE:LINE)."""
+    from .networks import known_networks
+
+    network = known_networks(paths).find(network_id)
+    if network is None:
+        raise UsageError(
+            f"--network {network_id}: no known network has this id (see: nm-zones networks)"
+        )
+    return network
 
 
 def run(engine: Engine, request: Request, state: State) -> None:
     """The change, under the state lock after engine.prepare; what it says goes with the
     engine's changes (printed by cli._run_changes)."""
+    request.paths = engine.paths
     request.resolve(state)
-    if request.grant:
+    if request.grant and request.network:
+        refuse_closed_network(request, state)
+    elif request.grant:
         refuse_closed_zone(request)
-    if request.permanent:
+    if request.permanent and request.network:
+        _permanent_network(engine, request, state)
+    elif request.permanent:
         _permanent(engine, request, state)
     elif request.grant:
         _allow(engine, request, state)
@@ -180,6 +219,24 @@ def refuse_closed_zone(request: Request) -> None:
     )
 
 
+def refuse_closed_network(request: Request, state: State) -> None:
+    """A network placed in a zone that lets nobody in (or on an interface in one now):
+    its allowances would break that zone's promise (networks.change_network drops them
+    when a network is placed in such a zone later)."""
+    from .networks import closed_zone
+
+    zones = request.loaded.config.zones
+    network = known_network(request.paths, request.network)
+    names = {network.zone} | {state.interfaces[n].zone for n in _reached(request, state)}
+    for name in sorted(n for n in names if n):
+        if closed_zone(zones.get(name)):
+            raise UsageError(
+                f"{request.label('')} is in zone {name}, which lets nobody in "
+                f"(target {zones[name].target}): nothing is allowed into it; place the "
+                f"network in another zone first (nm-zones networks zone {network.id} public)"
+            )
+
+
 def _say(engine: Engine, line: str) -> None:
     engine.changes.append(line)
 
@@ -188,6 +245,16 @@ def _reached(request: Request, state: State) -> list[str]:
     """The bound interfaces a runtime change of this scope reaches."""
     if request.interface:
         return [request.interface]
+    if request.network:
+        from ..networks.zone import current_network
+
+        state_dir = request.paths.state
+        return [
+            name
+            for name, b in sorted(state.interfaces.items())
+            if b.status == Status.APPLIED
+            and current_network(state_dir, name, b.reason, b.connection_uuid) == request.network
+        ]
     return [
         name
         for name, b in sorted(state.interfaces.items())
@@ -203,7 +270,7 @@ def _allow(engine: Engine, request: Request, state: State) -> None:
         _say(engine, f"{label}: {request.what} is already allowed by the zone ({how})")
         return
     deadline, wall = deadlines_after(request.seconds) if request.seconds else (FOREVER, FOREVER)
-    key = (request.interface, request.zone, request.what)
+    key = (request.owner, request.zone, request.what)
     current = [a for a in state.allowances if a[:3] == key and not expired(a)]
     until = until_text(wall, request.seconds)
     if current and current[0][DEADLINE] == deadline:
@@ -229,7 +296,7 @@ def _forget(engine: Engine, state: State, allowances) -> None:
 
 
 def _revoke(engine: Engine, request: Request, state: State) -> None:
-    key = (request.interface, request.zone, request.what)
+    key = (request.owner, request.zone, request.what)
     label = request.label(request.interface)
     if not any(a[:3] == key for a in state.allowances):
         zone = request.loaded.config.zones.get(request.zone)
@@ -242,6 +309,8 @@ def _revoke(engine: Engine, request: Request, state: State) -> None:
         ):
             hint = f"it is allowed for all of zone {request.zone}: nm-zones revoke "
             hint += f"{request.what} --zone {request.zone}"
+        elif request.network:
+            hint = "nothing allowed it at runtime on this network"
         else:
             hint = "nothing allowed it at runtime"
         _say(engine, f"{label}: {request.what} not revoked: {hint}")
@@ -258,23 +327,33 @@ def _commit(engine: Engine, request: Request, state: State, said: str) -> None:
     reached = _reached(request, state)
     if not reached:
         engine.save(state)
-        line = f"{request.label('')}: {said} (no interface is bound to it now"
-        line += "; it reaches those bound later)" if request.grant else ")"
+        nobody = "on it" if request.network else "bound to it"
+        line = f"{request.label('')}: {said} (no interface is {nobody} now"
+        later = "that connect to it later" if request.network else "bound later"
+        line += f"; it reaches those {later})" if request.grant else ")"
         to_syslog(line)
         _say(engine, line)
         return
-    for name in reached:
-        binding = state.interfaces[name]
+    skipped = set()
+
+    def reapply(name: str) -> None:
         warnings = len(engine.warnings)
         change = engine.reapply(name, state, said)
         if change is not None:
-            engine.changes.remove(change)
+            engine.changes.remove(change)  # said below, in this command's words
         elif len(engine.warnings) > warnings:
-            continue  # not committed (its warning says why): no line claims it was
-        line = f"{request.label(name)}: {said}"
-        still = [w for w, *_ in effective(state.allowances, name, binding.zone)]
+            skipped.add(name)  # not committed (its warning says why): no line claims it was
+
+    # every interface the change reaches in one transaction (engine/together.py)
+    skipped |= engine.together(state, [lambda name=name: reapply(name) for name in reached])
+    for name in reached:
+        if name in skipped:
+            continue
+        binding = state.interfaces[name]
+        line = f"{request.label(name, binding.zone)}: {said}"
+        still = [a[2] for a in state.allowances if a[:2] == ("", binding.zone)]
         if not request.grant and request.what in still:
-            line += f"; still allowed for all of zone {request.zone}"
+            line += f"; still allowed for all of zone {binding.zone}"
         _say(engine, line + request.note)
     engine.save(state)
 
@@ -311,3 +390,27 @@ def _permanent(engine: Engine, request: Request, state: State) -> None:
     _say(engine, line)
     engine.config_changed()
     engine.reload(state)
+
+
+def _permanent_network(engine: Engine, request: Request, state: State) -> None:
+    """`--permanent --network ID`: WHAT joins (or leaves) the network's own `allow` in the
+    known networks' store (networks/store.py), which outlives reboots and reloads; the
+    interfaces on the network now are committed with it at once, and every interface that
+    reaches the network later gets it with the network's zone."""
+    from ..networks.store import store_path
+    from ..networks.zone import follow
+    from .networks import known_networks
+
+    store = known_networks(engine.paths)
+    changed = store.allow(request.network, request.what, request.grant)
+    label = request.label("")
+    if not changed:
+        state_word = "is already allowed on it" if request.grant else "is not in its allow list"
+        _say(engine, f"{label}: {request.what} {state_word}")
+        return
+    store.save()
+    verb = "allowed" if request.grant else "revoked"
+    line = f"{label}: {request.what} {verb} permanently ({store_path(engine.paths)})"
+    to_syslog(line)
+    _say(engine, line)
+    follow(engine, state)

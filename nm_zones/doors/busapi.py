@@ -183,6 +183,9 @@ INTROSPECTION = """\
       <arg name="zone" type="s" direction="in"/><arg name="interface" type="s" direction="in"/>
       <arg name="what" type="s" direction="in"/><arg name="changes" type="as" direction="out"/>
     </method>
+    <method name="GetDeniedPackets">
+      <arg name="zone" type="s" direction="in"/><arg name="packets" type="aa{ss}" direction="out"/>
+    </method>
     <signal name="ZoneChanged"><arg name="change" type="a{ss}"/></signal>
     <signal name="SettingsChanged"/>
     <method name="GetNetworks"><arg name="networks" type="aa{ss}" direction="out"/></method>

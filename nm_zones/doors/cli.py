@@ -65,7 +65,19 @@ the kernel then, taken out by `nm-zones serve`'s timer or the next run of nm-zon
 then the kernel stops accepting by itself: nftables with a set element that times out,
 iptables with the `time` match's --datestop (the wall clock: with iptables and no service
 running, a clock stepped back reopens it until the next run).
-Without --zone and --interface it applies to the one bound interface, when only one is.
+Without --zone, --interface and --network it applies to the one bound interface, when only
+one is.
+
+--network ID (an id of nm-zones networks) opens WHAT on that known network only: on every
+interface identified on it, now and whenever a connection reaches it again (on any
+interface), committed with the network's zone when the connection comes up; it stops
+applying when the interface leaves the network. Only connections whose zone follows their
+network are identified (a profile with no zone of its own; see nm-zones networks --help).
+Without --permanent it is runtime, like --zone: it ends at reload, reboot, revoke or the
+end of --for (not when an interface goes down). With --permanent, WHAT is kept with the
+network in /var/lib/nm-zones/networks.yaml (its `allow`, listed by nm-zones networks): it
+outlives reloads and reboots, until `revoke --permanent --network ID` or until the network
+is forgotten. Placing the network in a zone that lets nobody in (block, drop) ends both.
 
 With --permanent, WHAT is added to the zone's list (services or ports) in the admin's file
 /etc/nm-zones/zones.d/ZONE.yaml (made from the shipped file when absent; comments and order
@@ -350,7 +362,7 @@ def cmd_allow(args) -> int:
     """allow and revoke: WHAT and the options checked first (exit 2), the change under the
     state lock (doors/allow.py)."""
     from ..ifname import check_interface
-    from .allow import Request, check_what, run
+    from .allow import Request, check_what, known_network, run
     from .apps import app_what, check_app_support
 
     if args.permanent and args.duration:
@@ -363,6 +375,8 @@ def cmd_allow(args) -> int:
     if bool(args.app) == bool(args.what):
         raise UsageError("give WHAT (a service or a port) or --app APP, one of them")
     what = app_what(args.app) if args.app else check_what(args.what, loaded)
+    if args.network:
+        known_network(_paths(), args.network)  # exit 2 at once for an id nobody knows
     request = Request(args, what, loaded)
     _need_root(args.command)
     engine = open_engine()
@@ -706,15 +720,17 @@ def _add_allow_commands(sub) -> None:
             "nm-zones allow 8000/tcp --for 2h\n  nm-zones allow samba-client --zone home "
             "--for 10m\n  nm-zones allow 60000-61000/udp --interface wlan0\n"
             "  nm-zones allow https --zone work --permanent\n"
-            "  nm-zones allow --app minidlna.service --interface eth0",
+            "  nm-zones allow --app minidlna.service --interface eth0\n"
+            "  nm-zones allow 8200/tcp --network 3f2a9c1b07",
         ),
         (
             "revoke",
             "close again what allow opened (root)",
             "revoke takes back the runtime allowance of the same scope (--interface, --zone,\n"
-            "or the one bound interface), or with --permanent removes WHAT from the admin's\n"
-            "zone file and re-applies the zone's interfaces.",
-            "nm-zones revoke 8000/tcp\n  nm-zones revoke https --zone work --permanent",
+            "--network, or the one bound interface), or with --permanent removes WHAT from\n"
+            "the admin's zone file and re-applies the zone's interfaces.",
+            "nm-zones revoke 8000/tcp\n  nm-zones revoke https --zone work --permanent\n"
+            "  nm-zones revoke 8200/tcp --network 3f2a9c1b07",
         ),
     ):
         p = _command(sub, verb, cmd_allow, summary, examples)
@@ -733,6 +749,12 @@ def _add_allow_commands(sub) -> None:
         scope = p.add_mutually_exclusive_group()
         scope.add_argument("--zone", help="every interface bound to ZONE, now and later")
         scope.add_argument("--interface", metavar="IFACE", help="this bound interface only")
+        scope.add_argument(
+            "--network",
+            metavar="ID",
+            help="the known network ID (nm-zones networks): whichever interface is on it, "
+            "now and whenever it is recognised again",
+        )
         if verb == "allow":
             p.add_argument(
                 "--for",
@@ -743,7 +765,9 @@ def _add_allow_commands(sub) -> None:
         else:
             p.set_defaults(duration=None)
         p.add_argument(
-            "--permanent", action="store_true", help="change the zone's file and re-apply"
+            "--permanent",
+            action="store_true",
+            help="change the zone's file (with --network: the network's entry) and re-apply",
         )
 
 

@@ -61,18 +61,21 @@ def open_list(
             {"what": f"app:{a}", "opens": [], "from": "zone"}
             for a in zone_view.get("applications", [])
         ]
-    for what, deadline, wall, scope in allowed:
-        if deadline != FOREVER and deadline <= now:
-            continue  # past its deadline: the next run (or the service's timer) drops it
+    from ..ruleset.runtime_features import removed
+
+    live = [a for a in allowed if a[1] == FOREVER or a[1] > now]
+    gone = {removed(a[0]) for a in live}  # removed at runtime until reload (`without:ssh`)
+    entries = [e for e in entries if e["what"] not in gone]
+    for what, deadline, wall, scope in live:
         service = zone_view["all_services"].get(what) if zone_view else None
         opens = [what] if "/" in what else (service["ports"] if service else [])
-        if what.startswith("app:"):
-            opens = []  # every port the application listens on
+        if what.startswith("app:") or removed(what):
+            opens = []  # an application: every port it listens on; a removal: nothing
         entries.append(
             {
                 "what": what,
                 "opens": opens,
-                "from": "runtime",
+                "from": "network" if scope == "known network" else "runtime",
                 "scope": scope,
                 "deadline": wall or None,
                 "remaining_seconds": int(deadline - now) if deadline else None,
@@ -102,13 +105,27 @@ def program_name(app: str, remembered: dict[str, str]) -> str:
     return name
 
 
-def _allowed_with_scope(state, interface: str, zone: str) -> list[tuple[str, int, int, str]]:
-    from ..ruleset.allowances import effective
+def _allowed_with_scope(state, interface: str, binding, paths) -> list[tuple[str, int, int, str]]:
+    """The allowances that reach the bound interface, each with the scope that granted it:
+    "interface", "network" (`allow --network`: the known network it is on), "known network"
+    (the network's own `allow`, for good) or "zone"."""
+    from ..engine.basics import binding_network, kept_by_network
+    from ..ruleset.allowances import FOREVER, effective, network_owner
 
+    zone = binding.zone
+    network = binding_network(paths.state, interface, binding)
+    kept = kept_by_network(paths, network) if network else []
     mine = {a[2] for a in state.allowances if a[0] == interface and a[1] == zone}
+    ours = {a[2] for a in state.allowances if network and a[0] == network_owner(network)}
+
+    def scope(what: str, deadline: int) -> str:
+        if deadline == FOREVER and what in {a[2] for a in kept}:
+            return "known network"
+        return "interface" if what in mine else "network" if what in ours else "zone"
+
     return [
-        (what, deadline, wall, "interface" if what in mine else "zone")
-        for what, deadline, wall in effective(state.allowances, interface, zone)
+        (what, deadline, wall, scope(what, deadline))
+        for what, deadline, wall in effective(state.allowances + kept, interface, zone, network)
     ]
 
 
@@ -152,7 +169,7 @@ def show_interface(args) -> int:
     if zone is not None:
         zone_view = zone_json(zone, config)
         zone_view["all_services"] = {n: service_json(s) for n, s in config.services.items()}
-    allowed = _allowed_with_scope(state, name, zone_name) if binding is not None else []
+    allowed = _allowed_with_scope(state, name, binding, paths) if binding is not None else []
     from ..ruleset.allowances import boottime
 
     row["open"] = open_list(zone_view, allowed, boottime(), remembered_names(paths.data))
@@ -172,6 +189,9 @@ def show_interface(args) -> int:
         and (row["degraded"] or row["kernel"] == "DIFFERS" or row["status"] != Status.APPLIED)
     )
     return EXIT_FAILURE if bad else EXIT_OK
+
+
+SCOPE_WORDS = {"interface": "this interface", "network": "this network", "zone": "its zone"}
 
 
 def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool) -> None:
@@ -212,12 +232,14 @@ def _print_interface(row: dict, zone_view: dict | None, problems, disabled: bool
         if opens:
             text += " " + " ".join(opens)
         if entry["from"] == "runtime":
-            scope = "this interface" if entry["scope"] == "interface" else "its zone"
+            scope = SCOPE_WORDS[entry["scope"]]
             text += f"  (runtime, {scope}"
             if entry["deadline"]:
                 text += f",{until_text(entry['deadline'], entry['remaining_seconds'])}, "
                 text += remaining_text(entry["remaining_seconds"])
             lines.append(f"{label} {text})")
+        elif entry["from"] == "network":
+            lines.append(f"{label} {text}  (this network, for good: nm-zones networks)")
         else:
             lines.append(f"{label} {text}")
         label = " " * len(label)

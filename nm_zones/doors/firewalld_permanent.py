@@ -17,7 +17,7 @@ from ..config.zonefile import edit_zone_file
 from ..errors import ConfigError, UsageError
 from .busapi import ACTION_CONFIGURE, FirewallError
 from .firewalld_config import CONFIG_ZONE_INTERFACE, settings_values
-from .firewalld_zone import RuntimeZones
+from .firewalld_ports import check_port
 
 
 def item_methods(objects, name: str) -> dict:
@@ -74,7 +74,7 @@ class PermanentItems:
         return (tuple(forward) in (await self._values())["forward_ports"],)
 
     async def edit_port(self, add: bool, port: str, protocol: str) -> tuple:
-        what = RuntimeZones._check_port(port, protocol)
+        what = check_port(port, protocol)
         return await self.edit("ports", add, what, f"{port}:{protocol}")
 
     async def edit(self, key: str, add: bool, item: str, shown: str = "") -> tuple:

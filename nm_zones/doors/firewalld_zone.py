@@ -6,7 +6,9 @@ A runtime port or service is an nm-zones runtime allowance for the whole zone (t
 of `nm-zones allow`, doors/allow.py): an ACCEPT rule in every interface of the zone, with a
 timeout expiring in the kernel itself; it ends with `reload`, as in firewalld. A runtime
 masquerade or forward port is such an allowance too: the zone's interfaces are committed as if
-its file had it (ruleset/runtime_features.py). Errors carry
+its file had it (ruleset/runtime_features.py). Removing at runtime what the zone's file lists
+is one as well (`without:ssh`): the zone's interfaces are committed without it until reload,
+as in firewalld. Errors carry
 firewalld's codes and wording, so that firewall-cmd turns ALREADY_ENABLED and NOT_ENABLED
 into warnings as it does against firewalld.
 """
@@ -20,11 +22,20 @@ from ..config.load import load
 from ..config.zonefile import edit_zone_file
 from ..errors import ConfigError, UsageError
 from ..ruleset.allowances import expired
-from ..ruleset.runtime_features import MASQUERADE, forward_fields, forward_what, is_feature
+from ..ruleset.runtime_features import (
+    FORWARD_PREFIX,
+    MASQUERADE,
+    forward_fields,
+    forward_what,
+    is_feature,
+    removed,
+    without,
+)
 from . import allow
-from .allow import check_what
 from .busapi import ACTION_CONFIGURE, MAIN_INTERFACE, ZONE_INTERFACE, FirewallError
 from .firewalld_config import settings_dict
+from .firewalld_permanent import PermanentItems
+from .firewalld_ports import check_port, port_text
 from .firewalld_sources import Sources  # the zone files' and the runtime's
 
 # what nm-zones does not do, each refused with a firewalld code firewall-cmd knows
@@ -46,15 +57,6 @@ UNSUPPORTED_SIGNATURES = {
 }
 
 
-def port_text(port: str, protocol: str) -> str:
-    return f"{port}/{protocol}"
-
-
-def in_file(item: str, zone: str) -> str:
-    return (
-        f"'{item}' comes with the file of zone '{zone}': nm-zones removes it with "
-        "--permanent, then --reload"
-    )
 
 
 class RuntimeZones:
@@ -125,15 +127,22 @@ class RuntimeZones:
         state = self.service.engine().state_dir.load()
         return [a[2] for a in state.allowances if a[0] == "" and a[1] == zone and not expired(a)]
 
+    def _removed(self, zone: str) -> set[str]:
+        """What was removed at runtime from the zone's file (ruleset/runtime_features.py)."""
+        return {removed(w) for w in self._runtime(zone)} - {""}
+
     async def _services(self, zone: str) -> list[str]:
         found = await self._zone(zone)
-        extra = [w for w in self._runtime(found.name) if "/" not in w and not is_feature(w)]
-        return list(dict.fromkeys([*found.services, *extra]))
+        runtime = self._runtime(found.name)
+        filed = [s for s in found.services if s not in self._removed(found.name)]
+        extra = [w for w in runtime if "/" not in w and not is_feature(w)]
+        return list(dict.fromkeys([*filed, *extra]))
 
     async def _ports(self, zone: str) -> list[str]:
         found = await self._zone(zone)
-        extra = [w for w in self._runtime(found.name) if "/" in w]
-        return list(dict.fromkeys([*(str(p) for p in found.ports), *extra]))
+        filed = [str(p) for p in found.ports if str(p) not in self._removed(found.name)]
+        extra = [w for w in self._runtime(found.name) if "/" in w and not is_feature(w)]
+        return list(dict.fromkeys([*filed, *extra]))
 
     async def authorize_all(self) -> tuple:
         """firewall-cmd asks once before a change: polkit has already said yes here."""
@@ -170,13 +179,19 @@ class RuntimeZones:
         return (port_text(port, protocol) in await self._ports(zone),)
 
     async def _masquerade(self, found) -> bool:
-        return found.masquerade or MASQUERADE in self._runtime(found.name)
+        filed = found.masquerade and MASQUERADE not in self._removed(found.name)
+        return filed or MASQUERADE in self._runtime(found.name)
 
     async def _forwards(self, found, settings: dict) -> list[tuple[str, ...]]:
-        """The zone file's forward ports (as its settings give them), then the runtime's."""
-        runtime = [forward_fields(w) for w in self._runtime(found.name) if is_feature(w)]
-        filed = [tuple(f) for f in settings["forward_ports"][1]]
-        return list(dict.fromkeys([*filed, *runtime]))
+        """The zone file's forward ports (as its settings give them) but those removed at
+        runtime, then the runtime's."""
+        runtime = self._runtime(found.name)
+        added = [forward_fields(w) for w in runtime if w.startswith(FORWARD_PREFIX)]
+        gone = [
+            forward_fields(w) for w in self._removed(found.name) if w.startswith(FORWARD_PREFIX)
+        ]
+        filed = [tuple(f) for f in settings["forward_ports"][1] if tuple(f) not in gone]
+        return list(dict.fromkeys([*filed, *added]))
 
     async def query_masquerade(self, zone: str) -> tuple:
         return (await self._masquerade(await self._zone(zone)),)
@@ -197,51 +212,61 @@ class RuntimeZones:
             raise FirewallError("INVALID_SERVICE", service)
         if service in await self._services(name):
             raise FirewallError("ALREADY_ENABLED", f"'{service}' already in '{name}'")
-        await self._allow(name, service, timeout, grant=True)
+        await self._grant(name, service, timeout)
         await self.service.emit(ZONE_INTERFACE, "ServiceAdded", "ssi", (name, service, timeout))
         return (name,)
 
     async def remove_service(self, zone: str, service: str) -> tuple:
         name = self._zone_name(zone)
-        if service not in self._runtime(name):
-            if service in await self._services(name):
-                raise FirewallError("INVALID_COMMAND", in_file(service, name))
+        if service not in await self._services(name):
             raise FirewallError("NOT_ENABLED", f"'{service}' not in '{name}'")
-        await self._allow(name, service, 0, grant=False)
+        await self._take(name, service)
         await self.service.emit(ZONE_INTERFACE, "ServiceRemoved", "ss", (name, service))
         return (name,)
 
     async def add_port(self, zone: str, port: str, protocol: str, timeout: int) -> tuple:
         name = self._zone_name(zone)
-        what = self._check_port(port, protocol)
+        what = check_port(port, protocol)
         if what in await self._ports(name):
             raise FirewallError("ALREADY_ENABLED", f"'{port}:{protocol}' already in '{name}'")
-        await self._allow(name, what, timeout, grant=True)
+        await self._grant(name, what, timeout)
         body = (name, port, protocol, timeout)
         await self.service.emit(ZONE_INTERFACE, "PortAdded", "sssi", body)
         return (name,)
 
     async def remove_port(self, zone: str, port: str, protocol: str) -> tuple:
         name = self._zone_name(zone)
-        what = self._check_port(port, protocol)
-        if what not in self._runtime(name):
-            if what in await self._ports(name):
-                raise FirewallError("INVALID_COMMAND", in_file(f"{port}:{protocol}", name))
+        what = check_port(port, protocol)
+        if what not in await self._ports(name):
             raise FirewallError("NOT_ENABLED", f"'{port}:{protocol}' not in '{name}'")
-        await self._allow(name, what, 0, grant=False)
+        await self._take(name, what)
         await self.service.emit(ZONE_INTERFACE, "PortRemoved", "sss", (name, port, protocol))
         return (name,)
 
-    @staticmethod
-    def _check_port(port: str, protocol: str) -> str:
-        if protocol not in ("tcp", "udp", "sctp", "dccp"):
-            raise FirewallError(
-                "INVALID_PROTOCOL", f"'{protocol}' not in {{'tcp'|'udp'|'sctp'|'dccp'}}"
-            )
-        try:
-            return check_what(port_text(port, protocol), None)
-        except UsageError:
-            raise FirewallError("INVALID_PORT", port) from None
+    async def _grant(self, zone: str, what: str, timeout: int) -> None:
+        """Add `what` at runtime: a removal of it ends (without a timeout: with one, the
+        removal holds again when the timeout runs out, as in firewalld), else an allowance."""
+        if not timeout and without(what) in self._runtime(zone):
+            await self._allow(zone, without(what), 0, grant=False)
+        else:
+            await self._allow(zone, what, timeout, grant=True)
+
+    async def _take(self, zone: str, what: str) -> None:
+        """Remove `what` (known to be in the zone now) at runtime: an allowance of it ends;
+        what the zone's file lists is removed until reload (a `without:` allowance)."""
+        if what in self._runtime(zone):
+            await self._allow(zone, what, 0, grant=False)
+        if await self._still_in(zone, what):
+            await self._allow(zone, without(what), 0, grant=True)
+
+    async def _still_in(self, zone: str, what: str) -> bool:
+        found = await self._zone(zone)
+        if what == MASQUERADE:
+            return await self._masquerade(found)
+        if what.startswith(FORWARD_PREFIX):
+            (forwards,) = await self.get_forward_ports(zone)
+            return list(forward_fields(what)) in forwards
+        return what in (await self._ports(zone) if "/" in what else await self._services(zone))
 
     async def _allow(self, zone: str, what: str, timeout: int, grant: bool) -> None:
         """`nm-zones allow|revoke WHAT --zone ZONE [--for TIMEOUTs]` under the state lock."""
@@ -264,17 +289,15 @@ class RuntimeZones:
         found = await self._zone(zone)
         if await self._masquerade(found):
             raise FirewallError("ALREADY_ENABLED", f"masquerade already enabled in '{found.name}'")
-        await self._allow(found.name, MASQUERADE, timeout, grant=True)
+        await self._grant(found.name, MASQUERADE, timeout)
         await self.service.emit(ZONE_INTERFACE, "MasqueradeAdded", "si", (found.name, timeout))
         return (found.name,)
 
     async def remove_masquerade(self, zone: str) -> tuple:
         found = await self._zone(zone)
-        if MASQUERADE not in self._runtime(found.name):
-            if found.masquerade:
-                raise FirewallError("INVALID_COMMAND", in_file("masquerade", found.name))
+        if not await self._masquerade(found):
             raise FirewallError("NOT_ENABLED", f"masquerade not enabled in '{found.name}'")
-        await self._allow(found.name, MASQUERADE, 0, grant=False)
+        await self._take(found.name, MASQUERADE)
         await self.service.emit(ZONE_INTERFACE, "MasqueradeRemoved", "s", (found.name,))
         return (found.name,)
 
@@ -284,7 +307,7 @@ class RuntimeZones:
         if (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
             text = f"'{port}:{protocol}:{to_port}:{to_addr}' already in '{name}'"
             raise FirewallError("ALREADY_ENABLED", text)
-        await self._allow(name, what, timeout, grant=True)
+        await self._grant(name, what, timeout)
         body = (name, port, protocol, to_port, to_addr, timeout)
         await self.service.emit(ZONE_INTERFACE, "ForwardPortAdded", "sssssi", body)
         return (name,)
@@ -293,11 +316,9 @@ class RuntimeZones:
         name = self._zone_name(zone)
         what = forward_what(port, protocol, to_port, to_addr)
         text = f"'{port}:{protocol}:{to_port}:{to_addr}'"
-        if what not in self._runtime(name):
-            if (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
-                raise FirewallError("INVALID_COMMAND", in_file(text.strip("'"), name))
+        if not (await self.query_forward_port(name, port, protocol, to_port, to_addr))[0]:
             raise FirewallError("NOT_ENABLED", f"{text} not in '{name}'")
-        await self._allow(name, what, 0, grant=False)
+        await self._take(name, what)
         body = (name, port, protocol, to_port, to_addr)
         await self.service.emit(ZONE_INTERFACE, "ForwardPortRemoved", "sssss", body)
         return (name,)
@@ -307,7 +328,7 @@ class RuntimeZones:
         """firewalld's checks of a forward port, then its allowance's name."""
         import ipaddress
 
-        cls._check_port(port, protocol)
+        check_port(port, protocol)
         if not to_port and not to_addr:
             raise FirewallError("INVALID_FORWARD", "port or address needed")
         if to_port and not (to_port.isdigit() and 1 <= int(to_port) <= 65535):
@@ -335,32 +356,33 @@ class RuntimeZones:
         state = engine.state_dir.load()
         paths = self.service.paths
         for owner, zone, what, deadline, *_ in state.allowances:
-            if owner == "" and deadline == 0 and is_feature(what):
-                await self._feature_to_permanent(zone, what)
-            elif owner == "" and deadline == 0:
-                key = "ports" if "/" in what else "services"
-                try:
-                    await asyncio.to_thread(edit_zone_file, paths, zone, key, what, True)
-                except (UsageError, ConfigError, OSError) as error:
-                    text = str(error).replace("\n", "; ")
-                    raise FirewallError("RT_TO_PERM_FAILED", f"zone '{zone}': {text}") from None
+            if owner != "" or deadline != 0:
+                continue
+            add, item = (False, removed(what)) if removed(what) else (True, what)
+            if is_feature(item):
+                await self._feature_to_permanent(zone, item, add)
+                continue
+            key = "ports" if "/" in item else "services"
+            try:
+                await asyncio.to_thread(edit_zone_file, paths, zone, key, item, add)
+            except (UsageError, ConfigError, OSError) as error:
+                text = str(error).replace("\n", "; ")
+                raise FirewallError("RT_TO_PERM_FAILED", f"zone '{zone}': {text}") from None
         await self.service.make_bindings_permanent()
         return ()
 
-
-    async def _feature_to_permanent(self, zone: str, what: str) -> None:
-        """A runtime masquerade or forward port into the zone's file (the config object's
-        writer: doors/firewalld_permanent.py); one the file already has stays as it is."""
-        from .firewalld_permanent import PermanentItems
-
+    async def _feature_to_permanent(self, zone: str, what: str, add: bool) -> None:
+        """A runtime masquerade or forward port into the zone's file, or out of it (the
+        config object's writer: doors/firewalld_permanent.py); a file that says so already
+        stays as it is."""
         items = PermanentItems(self.service.config_objects, zone)
         try:
             if what == MASQUERADE:
-                await items.masquerade(True)
+                await items.masquerade(add)
             else:
-                await items.forward(True, *forward_fields(what))
+                await items.forward(add, *forward_fields(what))
         except FirewallError as error:
-            if error.code != "ALREADY_ENABLED":
+            if error.code not in ("ALREADY_ENABLED", "NOT_ENABLED"):
                 raise
 
 

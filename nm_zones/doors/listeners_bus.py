@@ -12,6 +12,15 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+from ..config.appname import check_app
+from ..config.load import load
+from ..engine import IN_KERNEL, allowed_for
+from ..errors import UsageError
+from ..networks.store import load_store
+from ..ruleset.allowances import for_network
+from ..sockdiag import listening_sockets
+from .allow import Request, run
+from .apps import check_app_support
 from .busapi import ACTION_CONFIGURE, NMZ_INTERFACE, FirewallError
 from .listeners import (
     ANSWERS,
@@ -23,6 +32,8 @@ from .listeners import (
     question_text,
     refused_ports,
 )
+from .networks_bus import identification
+from .service_log import log
 
 SCAN_SECONDS = 2.0
 QUESTION_KEYS = ("app", "key", "interface", "ports", "zone", "label", "name")
@@ -55,8 +66,6 @@ class ListenerWatch:
     async def answer(self, question: dict, answer: str) -> tuple:
         """Remember `answer` for the question's (app, key) and carry it out now (the
         caller holds the service's mutex)."""
-        from ..config.appname import check_app
-
         if answer not in ANSWERS:
             raise FirewallError("INVALID_VALUE", f"{answer!r}: one of {', '.join(ANSWERS)}")
         try:
@@ -95,8 +104,6 @@ class ListenerWatch:
 
     async def run(self) -> None:
         """Scan every SCAN_SECONDS until cancelled; a failed scan is logged, not fatal."""
-        from .service import log
-
         while True:
             try:
                 questions = await asyncio.to_thread(self.scan)
@@ -112,11 +119,6 @@ class ListenerWatch:
     def connections(self):
         """(engine, state, config, [(interface, binding, key, label)]) of the bound
         interfaces whose network is known or was looked for."""
-        from ..config.load import load
-        from ..engine import IN_KERNEL
-        from ..networks.store import load_store
-        from .networks_bus import identification
-
         engine = self.service.engine()
         state = engine.state_dir.load()
         config = load(self.service.paths).config
@@ -135,9 +137,6 @@ class ListenerWatch:
         return engine, state, config, found
 
     def scan(self) -> list[dict]:
-        from ..ruleset.allowances import effective
-        from ..sockdiag import listening_sockets
-
         _engine, state, config, found = self.connections()
         whom = config.settings.ask_about_listeners
         if whom == "none" or not found:
@@ -151,7 +150,9 @@ class ListenerWatch:
             for name, binding, key, label in found:
                 if (app, key) in self.asked or answers.current(app, key):
                     continue
-                allowed = [w for w, *_ in effective(state.allowances, name, binding.zone)]
+                network = key[len("network:") :] if key.startswith("network:") else ""
+                reach = allowed_for(state, name, binding.zone, network, self.service.paths)
+                allowed = [w for w, *_ in reach]  # --network's (runtime and kept) included
                 zone = config.zones.get(binding.zone)
                 refused = refused_ports(
                     app, program["cgroup"], program["ports"], zone, config, allowed
@@ -212,18 +213,14 @@ class ListenerWatch:
         return await self.change_allowances(missing, "allow")
 
     def in_force(self, app: str, row: dict) -> list[tuple[str, str]]:
-        from ..config.load import load
-
         backend = backend_name(load(self.service.paths).config)
         whats = set(_whats(app, row, backend))
         state = self.service.engine().state_dir.load()
-        return sorted({(a[0], a[2]) for a in state.allowances if a[0] and a[2] in whats})
+        mine = [a for a in state.allowances if a[0] and not for_network(a)]  # not --network's
+        return sorted({(a[0], a[2]) for a in mine if a[2] in whats})
 
     async def change_allowances(self, changes, command: str) -> list[str]:
         """`allow|revoke WHAT --interface IF [--for Ns]` for each, as the command runs it."""
-        from ..config.load import load
-        from .allow import Request, run
-
         said: list[str] = []
         for interface, what, seconds in changes:
             if what.startswith("app:") and command == "allow" and not self.app_support():
@@ -254,11 +251,6 @@ class ListenerWatch:
 
     def app_support(self) -> bool:
         if self.apps_supported is None:
-            from ..config.load import load
-            from ..errors import UsageError
-            from .apps import check_app_support
-            from .service import log
-
             try:
                 check_app_support(backend_name(load(self.service.paths).config))
                 self.apps_supported = True

@@ -15,7 +15,8 @@ with no zone. A profile with no zone of its own (no connection.zone, no map entr
 zone of the known network it is on; an unknown or unplaced network gets wired-zone /
 default-zone. A network matches a stored one when the gateway MAC matches and, where the
 stored entry has them, the DHCP server identifier, the domain and the SSID match too.
-Stored in /var/lib/nm-zones/networks.yaml (NM_ZONES_DATA_DIR moves the folder)."""
+Stored in /var/lib/nm-zones/networks.yaml (NM_ZONES_DATA_DIR moves the folder), with what
+`nm-zones allow WHAT --network ID --permanent` opens on a network only (its `allow`)."""
 
 
 def known_networks(paths: Paths):
@@ -37,9 +38,10 @@ def listing(store) -> list[str]:
         facts = "  ".join(
             f"{key} {value}" for key, value in network.identity.fields().items() if value
         )
+        allowed = f"  allow {' '.join(network.allowed)}" if network.allowed else ""
         lines.append(
             f"{network.id}  {network.zone or '(unplaced)':<10} last seen {network.last_seen}"
-            f"  {network.label!r}  {facts}"
+            f"  {network.label!r}  {facts}{allowed}"
         )
     return lines
 
@@ -59,6 +61,7 @@ def change_network(engine, action: str, network_id: str, value: str, state=None)
 
     check_change(engine, action, value)
     store = known_networks(engine.paths)
+    kept: tuple[str, ...] = ()
     if action == "forget":
         network = store.forget(network_id)
         said = f"forgot network {network.label!r} ({network.id}): it is unknown from now on"
@@ -68,10 +71,46 @@ def change_network(engine, action: str, network_id: str, value: str, state=None)
     else:
         network = store.place(network_id, value)
         said = f"network {network.label!r} ({network.id}) is now {network.zone}"
+        if _lets_nobody_in(engine, network.zone):
+            kept, network.allowed = network.allowed, ()
     store.save()
     if state is not None:
+        said += _end_allowances(engine, action, network, state, kept)
         follow(engine, state)
     return said
+
+
+def closed_zone(zone) -> bool:
+    """A zone that refuses everyone (block, drop): no allowance reaches into it."""
+    if zone is None or zone.target not in ("reject", "drop"):
+        return False
+    return not (zone.services or zone.ports or zone.protocols or zone.forward_ports)
+
+
+def _lets_nobody_in(engine, zone: str) -> bool:
+    from ..config.load import load
+
+    return closed_zone(load(engine.paths).config.zones.get(zone))
+
+
+def _end_allowances(engine, action: str, network, state, kept: tuple[str, ...]) -> str:
+    """A forgotten network's allowances (`allow --network`) end with it; so do those of a
+    network placed in a zone that lets nobody in (block, drop), whose promise they would
+    break, its own `allow` (`kept`, taken out of the store already) included. What is said
+    about it ("" when nothing ended); `follow` then commits its interfaces."""
+    from ..ruleset.allowances import network_owner
+
+    owner = network_owner(network.id)
+    ending = [a for a in state.allowances if a[0] == owner]
+    if action == "rename" or not (ending or kept):
+        return ""
+    if action == "zone" and not _lets_nobody_in(engine, network.zone):
+        return ""
+    if ending:
+        state.allowances = [a for a in state.allowances if a[0] != owner]
+        engine.save(state)
+    ended = ", ".join(sorted({a[2] for a in ending} | set(kept)))
+    return f"; what was allowed on it ends ({ended})"
 
 
 def assign_to_network(engine, name: str, zone: str, state) -> str:

@@ -39,9 +39,17 @@ async def get_networks(service) -> tuple:
     if store.broken:
         raise FirewallError("INVALID_VALUE", "; ".join(str(p) for p in store.problems))
     rows = [
-        {key: value or "" for key, value in network.as_dict().items()} for network in store.networks
+        {key: _text(value) for key, value in network.as_dict().items()}
+        for network in store.networks
     ]
     return (rows,)
+
+
+def _text(value) -> str:
+    """A value of `networks --json` as GetNetworks' text: a list (`allow`) space-separated."""
+    if isinstance(value, list):
+        return " ".join(value)
+    return value or ""
 
 
 async def _change(service, action: str, network_id: str, value: str) -> tuple:

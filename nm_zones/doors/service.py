@@ -46,7 +46,6 @@ from ..config.mapfile import set_map_zone
 from ..engine import REASON_DBUS, Engine
 from ..errors import NmZonesError, UsageError, describe
 from ..ifname import check_interface, interface_index, matches_exempt
-from ..log import to_syslog
 from ..networks.zone import quick_after
 from ..networks.zone import recorded as recorded_network
 from ..paths import Paths, config_fingerprint
@@ -80,7 +79,9 @@ from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
 from .limits import RefusalLog, bounded_reply, too_large
 from .listeners_bus import ListenerWatch
 from .networks import assign_on_bus
+from .nflog import DeniedPackets
 from .nm import assign, disable, enable
+from .service_log import LOG_LIMIT, log
 from .zone_editor import edit_zone, revoke_allowance, zone_details
 
 NM_BUS = "org.freedesktop.NetworkManager"
@@ -102,7 +103,6 @@ CALL_TIMEOUT = 25.0
 POLKIT_TIMEOUT = 120.0  # an authentication dialog may be answered by a human
 ALLOW_USER_INTERACTION = 1
 MAP_KEYS = ("default-zone", "wired-zone", "wireless-zone")
-LOG_LIMIT = 1024  # characters of one log line
 SUMMARY_AFTER = 2.0  # seconds between the summaries of refusals held back (limits.RefusalLog)
 CACHE_LIMIT = 4096
 NM_DEVICES = (  # a device appears: a binding made before it existed applies now
@@ -122,14 +122,6 @@ class BusCallFailed(NmZonesError):
     def __init__(self, name: str, text: str):
         self.name = name
         super().__init__(f"{name}: {text}")
-
-
-def log(message: str, warning: bool = False) -> None:
-    """Every line the service logs goes to stderr (the journal, under systemd) and syslog;
-    never more than LOG_LIMIT characters."""
-    message = shorten(message, LOG_LIMIT)
-    print(f"nm-zones serve: {message}", file=sys.stderr, flush=True)
-    to_syslog(f"serve: {message}", warning=warning)
 
 
 class Bus:
@@ -237,6 +229,7 @@ def _methods(service: ZoneService) -> dict:
         (NMZ_INTERFACE, "GetZone"): ("s", "a{sv}", None, service.get_zone),
         (NMZ_INTERFACE, "EditZone"): ("ssb", "as", ACTION_CONFIGURE, service.edit_zone),
         (NMZ_INTERFACE, "RevokeAllowance"): ("sss", "as", ACTION_CONFIGURE, service.revoke),
+        (NMZ_INTERFACE, "GetDeniedPackets"): ("s", "aa{ss}", None, service.get_denied),
         **networks_bus.methods(service),  # GetNetworks, SetNetworkZone, ...
         **service.listeners.methods(),  # AnswerListener, ... (doors/listeners_bus.py)
         **firewalld_sources.methods(service),
@@ -253,6 +246,7 @@ class ZoneService:
         self.runtime_zones = RuntimeZones(self)
         self.pending = PendingInterfaces()  # bound before they exist
         self.listeners = ListenerWatch(self)  # programs refused: questions, answers
+        self.denied = DeniedPackets()  # what log-denied zones refused (doors/nflog.py)
         self.methods = _methods(self)
         self.config_objects = ConfigObjects(self, log)
         self._compiled = None
@@ -930,6 +924,10 @@ class ZoneService:
         except UsageError as error:
             raise FirewallError("INVALID_ZONE", str(error)) from None
 
+    async def get_denied(self, zone: str) -> tuple:
+        """The zone's last refused packets, newest first, from the NFLOG group."""
+        return (self.denied.of_zone(zone),)
+
     async def edit_zone(self, zone: str, what: str, add: bool) -> tuple:
         """`allow|revoke WHAT --zone ZONE --permanent` for a caller polkit allows."""
         return await self._zone_change(
@@ -1144,6 +1142,9 @@ async def serve(paths: Paths) -> int:
                 (rule,),
             )
         await asyncio.to_thread(service.start)
+        service.denied.start()
+        if service.denied.problem:
+            log(f"no list of refused packets: {service.denied.problem}", warning=True)
         watch = networks_bus.watch_identifications(service)
         if watch is None:
             log("cannot watch the hook's identifications: NetworksChanged only for own changes")

@@ -30,9 +30,10 @@ def status_row(engine, state, name: str, binding, root: bool) -> dict:
     usable = engine.usable_zone(binding.zone)
     held = None
     if usable and root and binding.status == Status.APPLIED:
-        from ..engine import allowed_for, interface_plan
+        from ..engine import allowed_for, binding_network, interface_plan
 
-        allowed = allowed_for(state, name, usable.name)
+        network = binding_network(engine.paths.state, name, binding)
+        allowed = allowed_for(state, name, usable.name, network, engine.paths)
         plan = interface_plan(engine.compiled, name, usable, allowed, engine.paths)
         held = engine.backend.holds(plan)
     return {

@@ -39,9 +39,11 @@ from .basics import (
     REASON_DBUS,
     REASON_NM,
     allowed_for,
+    binding_network,
     forget_allowances,
     interface_digest,
     interface_plan,
+    network_for,
 )
 from .core import Engine
 from .report import RunReport
@@ -57,9 +59,11 @@ __all__ = [
     "Engine",
     "RunReport",
     "allowed_for",
+    "binding_network",
     "describe",
     "forget_allowances",
     "interface_digest",
     "interface_plan",
+    "network_for",
     "recorded_connection",
 ]

@@ -25,13 +25,48 @@ FILTER_TABLES = frozenset((family, "filter") for family in FAMILIES)
 ALL_TABLES = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
 
-def allowed_for(state: State, interface: str, zone: str) -> tuple:
-    """The runtime allowances that reach `interface` bound to `zone` (ruleset/allowances.py)."""
-    if not state.allowances:
+def allowed_for(
+    state: State, interface: str, zone: str, network: str = "", paths=None
+) -> tuple:
+    """The allowances that reach `interface` bound to `zone` on the known network
+    `network` (ruleset/allowances.py): the runtime ones, and with `paths` those the network
+    keeps for good (`allow --network ID --permanent`, in its `allow`: networks/store.py)."""
+    allowances = state.allowances
+    if network and paths is not None:
+        allowances = allowances + kept_by_network(paths, network)
+    if not allowances:
         return ()
     from ..ruleset.allowances import effective
 
-    return effective(state.allowances, interface, zone)
+    return effective(allowances, interface, zone, network)
+
+
+def kept_by_network(paths, network: str) -> list:
+    """A known network's own `allow`, as allowances without a deadline (none while the
+    store is broken: nothing opens then, as with every network's zone)."""
+    from ..networks.store import load_store
+    from ..ruleset.allowances import FOREVER, network_owner
+
+    store = load_store(paths)
+    found = None if store.broken else store.find(network)
+    if found is None:
+        return []
+    owner = network_owner(network)
+    return [(owner, "", what, FOREVER, FOREVER) for what in found.allowed]
+
+
+def network_for(state_dir: str, interface: str, reason: str, uuid: str) -> str:
+    """The known network whose allowances reach `interface` bound for `reason` by the
+    connection `uuid` (networks/zone.py); "" without reading a file unless its zone
+    follows its network."""
+    from ..networks.zone import current_network
+
+    return current_network(state_dir, interface, reason, uuid)
+
+
+def binding_network(state_dir: str, interface: str, binding: Binding) -> str:
+    """network_for of a recorded binding."""
+    return network_for(state_dir, interface, binding.reason, binding.connection_uuid)
 
 
 def forget_allowances(state: State, interface: str, keep_zone: str = "") -> None:

@@ -21,7 +21,9 @@ from .basics import (
     interface_digest,
     interface_plan,
     ms,
+    network_for,
 )
+from .together import Pending
 
 
 class Bindings:
@@ -51,9 +53,7 @@ class Bindings:
             return None  # it keeps the rules it has
         # the rules are a pure function of the interface name, the zone's rules and the
         # runtime allowances that reach it
-        if state.allowances:
-            forget_allowances(state, interface, keep_zone=usable.name)
-        allowed = allowed_for(state, interface, usable.name)
+        allowed = self._allowances_reaching(state, interface, reason, usable.name, connection, old)
         digest = interface_digest(interface, usable, allowed)
         ifindex = interface_index(interface)
         if old and old.status == Status.APPLIED and (old.digest, old.ifindex) == (digest, ifindex):
@@ -62,13 +62,26 @@ class Bindings:
         started = time.monotonic()
         plan = interface_plan(self.compiled, interface, usable, allowed, self.paths)
         binding = _applying(usable.name, reason, ifindex, connection, digest, degraded, inputs)
-        self._commit_binding(state, interface, old, usable, plan, binding)
+        pending = self._commit_binding(state, interface, old, usable, plan, binding)
         why = why or change_reason(reason, old, usable.name)
         source = connection.id or connection.uuid
         before = old.zone if old else ""
         change = Change(interface, before, usable.name, why, source, ms(started), degraded)
         change.flows_ended = binding.flows_ended
+        if pending is not None:
+            pending.change = change  # its flows are ended once the commit is made
         return self._changed(change)
+
+    def _allowances_reaching(
+        self, state: State, interface: str, reason: str, zone: str, connection, old
+    ) -> tuple:
+        """The runtime allowances that reach `interface` in `zone`: its zone's, its own and
+        its network's; those it had in another zone are forgotten."""
+        if state.allowances:
+            forget_allowances(state, interface, keep_zone=zone)
+        uuid = connection.uuid or (old.connection_uuid if old else "")
+        network = network_for(self.paths.state, interface, reason, uuid)
+        return allowed_for(state, interface, zone, network, self.paths)
 
     def _ready_to_bind(self, interface: str, reason: str, state: State | None) -> State:
         """The checks before a binding (a valid name, not exempt unless a caller on the bus
@@ -142,9 +155,10 @@ class Bindings:
 
     def _commit_binding(
         self, state: State, interface: str, old, usable, plan, binding: Binding
-    ) -> None:
+    ) -> Pending | None:
         """Journal the binding as `applying` (with every table it may touch), commit the
-        plan, then record it `applied` and end the flows the new zone forbids."""
+        plan, then record it `applied` and end the flows the new zone forbids; inside
+        `together` (together.py) the commit waits for the others: their Pending."""
         new_tables = sorted(plan.tables)
         previous = old.table_set() if old else None
         binding.tables = [list(t) for t in sorted(set(new_tables) | (previous or set()))]
@@ -160,7 +174,8 @@ class Bindings:
             binding.flows_ended = self._end_forbidden_flows(interface, old, state, usable)
 
         committing = self.backend.view_keys(tables)
-        self.commit(state, committing, lambda: self.backend.apply(plan, previous), applied)
+        pending = Pending(interface, plan, previous, committing, applied, binding)
+        return self._wait_or_commit(state, pending)
 
     def _warn_applications(self, interface: str, zone: str, plan) -> None:
         """A zone's `applications` open nothing on iptables (ruleset/applications.py)."""

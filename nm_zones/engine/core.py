@@ -1,8 +1,8 @@
 """The Engine: its inputs (the compiled config, the backend), and what every run does first
 under the state lock (begin, prepare). Its other parts, one module each: binding.py (one
 interface), recovery.py (the kernel made to hold what the state says), catchall.py (hooks and
-the catch-all, panic mode, disable), reload.py (reload, expiry of allowances), journal.py (the
-one way into the kernel)."""
+the catch-all, panic mode, disable), reload.py (reload, expiry of allowances), together.py
+(zone-wide changes in one transaction), journal.py (the one way into the kernel)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from .catchall import CatchAll
 from .journal import Journal
 from .recovery import Recovery
 from .reload import Reload
+from .together import Together
 
 
-class Engine(Bindings, Recovery, CatchAll, Reload, Journal):
+class Engine(Bindings, Together, Recovery, CatchAll, Reload, Journal):
     def __init__(
         self,
         paths: Paths | None = None,

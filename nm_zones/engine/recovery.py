@@ -19,6 +19,7 @@ from .basics import (
     FILTER_TABLES,
     IN_KERNEL,
     allowed_for,
+    binding_network,
     interface_digest,
     interface_plan,
     ms,
@@ -118,7 +119,8 @@ class Recovery:
             if binding.status not in IN_KERNEL or key not in covered(binding.table_set()):
                 continue
             usable = self.usable_zone(binding.zone) or self.usable_zone(FALLBACK_ZONE)
-            allowed = allowed_for(state, name, usable.name)
+            network = binding_network(self.paths.state, name, binding)
+            allowed = allowed_for(state, name, usable.name, network, self.paths)
             if interface_digest(name, usable, allowed) != binding.digest:
                 binding.digest = ""  # its other tables may be older: apply it whole again
             plans.append(interface_plan(self.compiled, name, usable, allowed, self.paths))

@@ -1,6 +1,6 @@
 """Reload: every bound interface committed again under the config as it is now (only those
-whose rules differ reach the kernel), and runtime allowances that end, by `reload` or at
-their deadline."""
+whose rules differ reach the kernel, in one transaction: together.py), and runtime
+allowances that end, by `reload` or at their deadline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from ..errors import KernelError, describe
 from ..ifname import matches_exempt
 from ..resolve import REASON_SHARED, recorded_connection
 from ..state import Binding, State, Status
-from .basics import IN_KERNEL, REASON_COMMAND, REASON_DBUS, REASON_NM, profile_to_reread
+from .basics import (
+    IN_KERNEL,
+    REASON_COMMAND,
+    REASON_DBUS,
+    REASON_NM,
+    binding_network,
+    profile_to_reread,
+)
 
 
 class Reload:
@@ -34,18 +41,20 @@ class Reload:
             state.sources = {}
             self._catchall_checked = False
             self.ensure_catchall(state)
-        for name, binding in sorted(state.interfaces.items()):
-            if binding.status not in IN_KERNEL:
-                continue
-            target = self._reload_target(name, binding, keep_explicit)
-            try:
-                if target is None:  # back to what nobody claims
-                    why = f"zone {binding.zone!r} no longer exists"
-                    self.remove_interface(name, why, state)
-                else:
-                    self.apply_interface(name, *target, state)
-            except (KernelError, OSError) as error:
-                self.failed(name, state, error)
+        bound = [(n, b) for n, b in sorted(state.interfaces.items()) if b.status in IN_KERNEL]
+        steps = [lambda n=n, b=b: self._reload_one(n, b, keep_explicit, state) for n, b in bound]
+        self.together(state, steps)  # the interfaces whose rules changed: one commit
+
+    def _reload_one(self, name: str, binding: Binding, keep_explicit: bool, state: State) -> None:
+        target = self._reload_target(name, binding, keep_explicit)
+        try:
+            if target is None:  # back to what nobody claims
+                why = f"zone {binding.zone!r} no longer exists"
+                self.remove_interface(name, why, state)
+            else:
+                self.apply_interface(name, *target, state)
+        except (KernelError, OSError) as error:
+            self.failed(name, state, error)
 
     def _reload_target(self, name: str, binding: Binding, keep_explicit: bool):
         """(zone, reason, connection) for one bound interface under the config as it is
@@ -80,7 +89,7 @@ class Reload:
         """Runtime allowances past their deadline (on CLOCK_BOOTTIME: ruleset/allowances.py)
         leave the state, and the interfaces they reached are committed without them: at the
         deadline their rules leave the kernel, not only stop matching."""
-        from ..ruleset.allowances import DEADLINE, boottime, expired
+        from ..ruleset.allowances import DEADLINE, boottime, expired, reaches
 
         now = boottime()
         gone = [a for a in state.allowances if expired(a, now)]
@@ -88,13 +97,18 @@ class Reload:
             return
         state.allowances = [a for a in state.allowances if not expired(a, now)]
         self.save(state)
+        steps = []
         for name, binding in sorted(state.interfaces.items()):
             if binding.status != Status.APPLIED:
                 continue
-            ended = sorted({a[2] for a in gone if a[1] == binding.zone and a[0] in ("", name)})
-            if not ended:
-                continue
-            self.reapply(name, state, f"{', '.join(ended)} expired")
+            network = ""
+            if any(a[0].startswith("network:") for a in gone):  # allowances.NETWORK_PREFIX
+                network = binding_network(self.paths.state, name, binding)
+            ended = sorted({a[2] for a in gone if reaches(a, name, binding.zone, network)})
+            if ended:
+                why = f"{', '.join(ended)} expired"
+                steps.append(lambda name=name, why=why: self.reapply(name, state, why))
+        self.together(state, steps)
         self.forget_deadlines(state, {a[DEADLINE] for a in gone})
 
     def forget_deadlines(self, state: State, deadlines) -> None:

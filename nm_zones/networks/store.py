@@ -4,6 +4,7 @@
       - id: 3f2a9c1b07
         label: Home LAN
         zone: home                 # absent or null while nobody placed the network
+        allow: ["8200/tcp", "app:minidlna.service"]   # open on this network only (optional)
         gateway-mac: 52:54:00:12:34:56
         dhcp-server: 192.168.1.1   # absent when the network had none
         domain: home.example
@@ -27,7 +28,8 @@ from ..files import read_trusted, write_atomically
 from .identity import FIELDS, STORE_FILE, Identity
 
 CACHE_FILE = "networks-cache"  # the parsed store, in the state dir: events skip YAML
-KEYS = ("id", "label", "zone", *FIELDS, "first-seen", "last-seen")
+KEYS = ("id", "label", "zone", "allow", *FIELDS, "first-seen", "last-seen")
+CACHE_VERSION = 2  # 2: a network's `allow`
 # read only when the YAML itself is (events read the cache, and never import re)
 ID = r"[0-9a-z-]{1,40}"
 ZONE_NAME = r"[A-Za-z0-9_-]{1,17}"
@@ -35,7 +37,8 @@ MAC = r"[0-9a-f]{2}(:[0-9a-f]{2}){5,19}"
 LABEL_MAX = 200
 HEADER = (
     "# nm-zones' known networks: what identified each one and the zone it was given.\n"
-    "# Change it with `nm-zones networks zone|rename|forget`; a network matches when its\n"
+    "# Change it with `nm-zones networks zone|rename|forget` (and a network's allow with\n"
+    "# `nm-zones allow|revoke WHAT --network ID --permanent`); a network matches when its\n"
     "# gateway MAC matches and, where given here, its DHCP server, domain and SSID too.\n"
 )
 
@@ -43,11 +46,23 @@ HEADER = (
 class Network:
     """One known network (a plain class: events import this module)."""
 
-    __slots__ = ("first_seen", "id", "identity", "label", "last_seen", "line", "zone")
+    __slots__ = ("allowed", "first_seen", "id", "identity", "label", "last_seen", "line", "zone")
 
-    def __init__(self, id: str, label: str, zone: str, identity: Identity, first: str, last: str):
+    def __init__(
+        self,
+        id: str,
+        label: str,
+        zone: str,
+        identity: Identity,
+        first: str,
+        last: str,
+        allowed: tuple[str, ...] = (),
+    ):
         self.id, self.label, self.zone, self.identity = id, label, zone, identity
         self.first_seen, self.last_seen = first, last
+        # what `allow WHAT --network ID --permanent` opened on it: `8200/tcp`, a service,
+        # `app:APP` (doors/allow.py), in the order given
+        self.allowed = allowed
         self.line = 0  # where it was read from, for messages
 
     def matches(self, seen: Identity) -> bool:
@@ -68,6 +83,7 @@ class Network:
     def as_dict(self) -> dict:
         """The entry as `networks --json` shows it (zone None while unplaced)."""
         entry = {"id": self.id, "label": self.label, "zone": self.zone or None}
+        entry["allow"] = list(self.allowed) or None
         entry.update({key: value or None for key, value in self.identity.fields().items()})
         entry.update({"first-seen": self.first_seen, "last-seen": self.last_seen})
         return entry
@@ -147,6 +163,17 @@ class Store:
         network.zone = zone
         return network
 
+    def allow(self, network_id: str, what: str, grant: bool) -> bool:
+        """Add `what` to the network's `allow` (or take it out); whether that changed it."""
+        network = self._existing(network_id)
+        if grant == (what in network.allowed):
+            return False
+        if grant:
+            network.allowed = (*network.allowed, what)
+        else:
+            network.allowed = tuple(w for w in network.allowed if w != what)
+        return True
+
     def save(self) -> None:
         """Write the store whole (never a broken one: its problems are said instead)."""
         if self.broken:
@@ -218,7 +245,8 @@ def load_store(paths) -> Store:
 
 def _file_key(path: str) -> tuple:
     info = os.lstat(path)
-    return (path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_uid, info.st_mode)
+    fields = (path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_uid, info.st_mode)
+    return (CACHE_VERSION, *fields)
 
 
 def _cached(state_dir: str, key: tuple) -> list[Network] | None:
@@ -230,14 +258,22 @@ def _cached(state_dir: str, key: tuple) -> list[Network] | None:
     if stored_key != key:
         return None
     networks = []
-    for network_id, label, zone, fields, first, last in rows:
-        networks.append(Network(network_id, label, zone, Identity(*fields), first, last))
+    for network_id, label, zone, fields, first, last, allowed in rows:
+        networks.append(Network(network_id, label, zone, Identity(*fields), first, last, allowed))
     return networks
 
 
 def _write_cache(state_dir: str, key: tuple, networks: list[Network]) -> None:
     rows = [
-        (n.id, n.label, n.zone, tuple(n.identity.fields().values()), n.first_seen, n.last_seen)
+        (
+            n.id,
+            n.label,
+            n.zone,
+            tuple(n.identity.fields().values()),
+            n.first_seen,
+            n.last_seen,
+            n.allowed,
+        )
         for n in networks
     ]
     if not os.path.isdir(state_dir):
@@ -358,6 +394,7 @@ def _network(path: str, item, line: int, where: str, problems: list) -> Network 
         identity,
         text("first-seen"),
         text("last-seen"),
+        _allowed(path, item, line, where, problems),
     )
     network.line = line
     if identity.gateway_mac and identity.gateway_mac != item.get("gateway-mac"):
@@ -367,3 +404,50 @@ def _network(path: str, item, line: int, where: str, problems: list) -> Network 
             )
         )
     return network if len(problems) == before else None
+
+
+def _allowed(path: str, item, line: int, where: str, problems: list) -> tuple[str, ...]:
+    """A network's `allow`: a list of ports (`8200/tcp`, `60000-61000/udp`), service names
+    and `app:APP`, each checked as `nm-zones allow` checks it (a service the config does not
+    have opens nothing, as in a runtime allowance)."""
+    from ..config.yamlsource import LocList
+
+    value = item.get("allow")
+    if value is None:
+        return ()
+    key_line = item.key_lines.get("allow", line)
+    if not isinstance(value, LocList):
+        problems.append(_problem(path, key_line, f"{where}.allow", "must be a list"))
+        return ()
+    found = []
+    for index, entry in enumerate(value):
+        at = value.item_lines[index] if index < len(value.item_lines) else key_line
+        problem = _allow_problem(entry)
+        if problem:
+            problems.append(_problem(path, at, f"{where}.allow[{index}]", problem))
+        elif entry not in found:
+            found.append(entry)
+    return tuple(found)
+
+
+def _allow_problem(entry) -> str:
+    """What is wrong with one item of a network's `allow` ("" when nothing)."""
+    from ..config.load import SERVICE_NAME, _FileChecker
+
+    if not isinstance(entry, str):
+        return "must be a port such as 8200/tcp, a service name or app:APP"
+    if entry.startswith("app:"):
+        from ..config.appname import check_app
+
+        try:
+            app = check_app(entry[4:])
+        except ValueError as error:
+            return str(error)
+        return "" if app == entry[4:] else f"write it as app:{app}"
+    if "/" in entry or entry[:1].isdigit():
+        check = _FileChecker("allow")
+        port = check.port(0, "", entry)
+        if port is None:
+            return check.problems[0].message
+        return "" if str(port) == entry else f"write it as {port}"
+    return "" if SERVICE_NAME.match(entry) else f"{entry!r} is neither a port nor a service name"

@@ -97,6 +97,16 @@ def network_of(state_dir: str, interface: str, uuid: str) -> str:
     return ""
 
 
+def current_network(state_dir: str, interface: str, reason: str, uuid: str) -> str:
+    """The id of the known network `interface` is on while its zone follows it: bound for
+    a network (`reason` a network's, so identified at this very activation, never a record
+    left from the last one) by connection `uuid`; else "". A network's allowances
+    (`allow --network`) reach it then."""
+    if not (reason.startswith(PREFIX_KNOWN) or reason in REASON_UNKNOWN.values()):
+        return ""
+    return network_of(state_dir, interface, uuid)
+
+
 # -- the decision ------------------------------------------------------------------------
 
 

@@ -31,10 +31,24 @@ from .plan import Spec, make_spec, with_matches
 # zone, what: a service name or `8080/tcp` / `60000-61000/udp`, deadline: CLOCK_BOOTTIME
 # seconds, 0 for none, and the wall clock's epoch seconds at that deadline as it was when
 # granted, for iptables' --datestop and for display). Interface allowances hold while the
-# interface stays bound to that zone.
+# interface stays bound to that zone. A network's allowance (`allow --network ID`) has the
+# owner `network:ID` (the key listener answers use, doors/listeners.py) and no zone: it
+# reaches every interface identified on that known network (networks/zone.py), whatever
+# zone the network has.
 INTERFACE, ZONE, WHAT, DEADLINE, WALL_DEADLINE = range(5)
 FOREVER = 0
 SET_PREFIX = "nmz-until-"  # the comment on a timed rule; in nftables, its set
+NETWORK_PREFIX = "network:"  # an interface name never holds a colon (the kernel refuses it)
+
+
+def network_owner(network_id: str) -> str:
+    """The owner of a network's allowances."""
+    return f"{NETWORK_PREFIX}{network_id}"
+
+
+def for_network(allowance) -> bool:
+    """Whether an allowance is a network's, not an interface's or a zone's."""
+    return allowance[INTERFACE].startswith(NETWORK_PREFIX)
 
 
 def boottime() -> float:
@@ -59,14 +73,26 @@ def upgraded(allowance) -> tuple:
     return (*allowance[:DEADLINE], math.ceil(boottime() + wall - time.time()), wall)
 
 
-def effective(allowances, interface: str, zone: str) -> tuple[tuple[str, int, int], ...]:
+def reaches(allowance, interface: str, zone: str, network: str = "") -> bool:
+    """Whether `allowance` reaches `interface` bound to `zone` and on the known network
+    `network` ("" when none: not identified, or its zone does not follow its network)."""
+    owner, owner_zone = allowance[INTERFACE], allowance[ZONE]
+    if network and owner == network_owner(network):
+        return True
+    return owner_zone == zone and owner in ("", interface)
+
+
+def effective(
+    allowances, interface: str, zone: str, network: str = ""
+) -> tuple[tuple[str, int, int], ...]:
     """(what, deadline, wall deadline) of the allowances that reach `interface` bound to
-    `zone`: one per `what` (the later deadline wins, none beats any), sorted, expired ones
-    included (they stay committed until a run expires them: expired())."""
+    `zone` on `network`: one per `what` (the later deadline wins, none beats any), sorted,
+    expired ones included (they stay committed until a run expires them: expired())."""
     found: dict[str, tuple[int, int]] = {}
-    for owner, owner_zone, what, deadline, wall in allowances:
-        if owner_zone != zone or owner not in ("", interface):
+    for allowance in allowances:
+        if not reaches(allowance, interface, zone, network):
             continue
+        what, deadline, wall = allowance[WHAT:]
         old = found.get(what)
         if old is None or (old[0] != FOREVER and (deadline == FOREVER or deadline > old[0])):
             found[what] = (deadline, wall)

@@ -23,6 +23,7 @@ from .layout import (
     ENDED_LABEL,
     FAMILIES,
     FORWARD_OUT,
+    NFLOG_GROUP,
     SECTION_CATCHALL,
     SHARED_LABELS,
     flow_mark_option,
@@ -103,14 +104,11 @@ def _tail(zone: Zone, family: str, label: str, target: str = "") -> list[Rule]:
     """The end of a chain: what `target` (default: the zone's) does with the rest."""
     target = target or zone.target
     rules = []
-    if zone.log_denied and target != "accept":
-        rules.append(
-            Rule(
-                "LOG",
-                (("log-prefix", log_prefix(zone.name, label)),),
-                matches=(Match("limit", (("limit", "5/min"),)),),
-            )
-        )
+    if zone.log_denied and target != "accept":  # the kernel log, and serve's group
+        prefix, limit = log_prefix(zone.name, label), (Match("limit", (("limit", "5/min"),)),)
+        rules.append(Rule("LOG", (("log-prefix", prefix),), matches=limit))
+        group = (("nflog-prefix", prefix), ("nflog-group", str(NFLOG_GROUP)))  # save's order
+        rules.append(Rule("NFLOG", group, matches=limit))
     if target == "accept":
         rules.append(Rule("ACCEPT"))
     elif target == "drop":

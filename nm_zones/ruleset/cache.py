@@ -106,7 +106,7 @@ class CompiledConfig:
         }
 
     def specs(self) -> set[tuple[str, tuple]]:
-        """(family, spec) of every rule of every zone and the catch-all (a LOG rule as its
+        """(family, spec) of every rule of every zone and the catch-all (a LOG or NFLOG rule as its
         template has it: instantiated, it names its interface)."""
         found = set()
         for zone in self.zones.values():
@@ -171,32 +171,38 @@ def load(paths: Paths, use_cache: bool = True) -> CompiledConfig:
     return CompiledConfig(data)
 
 
-def build(loaded, paths: Paths) -> dict:
-    """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
-    from .build import compile_catchall, compile_interface, service_specs, source_bindings
+class _Usable:
+    """A zone as it will be compiled: its own definition, or for a zone that cannot be
+    loaded, the shipped definition (else FALLBACK_ZONE's), read once when first needed."""
 
-    config = loaded.config
-    shipped = []  # loaded when a broken zone needs a stand-in
+    def __init__(self, loaded, paths: Paths):
+        self.loaded, self.paths = loaded, paths
+        self.shipped = None
 
-    def usable(name: str):
+    def __call__(self, name: str):
         """(zone, its config, problem, fallback) to compile for zone `name`, or None."""
+        config = self.loaded.config
         if name in config.zones:
             return config.zones[name], config, "", ""
-        problems = loaded.broken_zones.get(name)
+        problems = self.loaded.broken_zones.get(name)
         if problems is None:
             return None
-        if not shipped:
+        if self.shipped is None:
             from ..config.load import load as load_files
 
-            shipped.append(load_files(paths, shipped_only=True).config)
-        stand_in = shipped[0]
+            self.shipped = load_files(self.paths, shipped_only=True).config
         problem = f"zone {name!r} cannot be loaded ({problems[0]})"
-        if name in stand_in.zones:
-            return stand_in.zones[name], stand_in, problem, "using the shipped definition"
-        return stand_in.zones[FALLBACK_ZONE], stand_in, problem, f"using {FALLBACK_ZONE}"
+        if name in self.shipped.zones:
+            return self.shipped.zones[name], self.shipped, problem, "using the shipped definition"
+        return self.shipped.zones[FALLBACK_ZONE], self.shipped, problem, f"using {FALLBACK_ZONE}"
+
+
+def _zone_plans(loaded, usable: _Usable) -> dict:
+    """Each zone's compiled template (for STAND_IN), by name."""
+    from .build import compile_interface
 
     zones = {}
-    for name in sorted(set(config.zones) | set(loaded.broken_zones)):
+    for name in sorted(set(loaded.config.zones) | set(loaded.broken_zones)):
         zone, zone_config, problem, fallback = usable(name)
         ruleset = compile_interface(STAND_IN, zone, zone_config)
         zones[name] = {
@@ -207,23 +213,38 @@ def build(loaded, paths: Paths) -> dict:
             "forwarding": ruleset.needs_forwarding,
             "chains_by_table": template(ruleset.chains_by_table(), STAND_IN, CHAIN_KINDS),
         }
-    cmap = config.connections_map
-    found = usable(cmap.default_zone) or usable(FALLBACK_ZONE)
+    return zones
+
+
+def _catchall_plan(loaded, usable: _Usable) -> dict:
+    """The catch-all's rules (default-zone for unclaimed interfaces) and the sources."""
+    from .build import compile_catchall, source_bindings
+
+    config = loaded.config
+    found = usable(config.connections_map.default_zone) or usable(FALLBACK_ZONE)
     if found is None:
-        catchall = {"error": f"default-zone {cmap.default_zone!r} does not exist"}
-    else:
-        zone, zone_config, problem, fallback = found
-        ruleset = compile_catchall(zone, zone_config)
-        catchall = {
-            "zone": zone.name,
-            "digest": ruleset.digest(),
-            "degraded": f"{problem}; {fallback}" if problem else "",
-            "chains_by_table": ruleset.chains_by_table(),
-            "sources": {
-                **{s: z for z, found in loaded.broken_sources.items() for s in found},
-                **source_bindings(config),
-            },
-        }
+        return {"error": f"default-zone {config.connections_map.default_zone!r} does not exist"}
+    zone, zone_config, problem, fallback = found
+    ruleset = compile_catchall(zone, zone_config)
+    return {
+        "zone": zone.name,
+        "digest": ruleset.digest(),
+        "degraded": f"{problem}; {fallback}" if problem else "",
+        "chains_by_table": ruleset.chains_by_table(),
+        "sources": {
+            **{s: z for z, found in loaded.broken_sources.items() for s in found},
+            **source_bindings(config),
+        },
+    }
+
+
+def build(loaded, paths: Paths) -> dict:
+    """Reduce a config.LoadResult to the plain values CompiledConfig reads."""
+    from .build import service_specs
+
+    config = loaded.config
+    usable = _Usable(loaded, paths)
+    cmap = config.connections_map
     return {
         "default_zone": cmap.default_zone,
         "wired_zone": cmap.wired_zone,
@@ -232,8 +253,8 @@ def build(loaded, paths: Paths) -> dict:
         "exempt_interfaces": tuple(cmap.exempt_interfaces),
         "map_broken": str(loaded.map_broken) if loaded.map_broken else "",
         "problems": tuple(str(problem) for problem in loaded.problems),
-        "zones": zones,
-        "catchall": catchall,
+        "zones": _zone_plans(loaded, usable),
+        "catchall": _catchall_plan(loaded, usable),
         "settings": config.settings.plain(),
         "services": {name: service_specs(s) for name, s in config.services.items()},
     }

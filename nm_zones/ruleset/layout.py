@@ -82,6 +82,13 @@ FLOW_MARK_CODES = tuple(code for code in range(256) if bin(code).count("1") == 4
 SHARED_LABELS = ("*", "src")  # the catch-all's and the source zones' (ruleset/sources.py)
 NAT_TARGETS = frozenset({"DNAT", "SNAT", "MASQUERADE", "REDIRECT"})
 LOG_PREFIX_MAX = 29
+# The netlink log group (nfnetlink_log) the NFLOG rule beside every LOG rule sends refused
+# packets to, with the same prefix: `nm-zones serve` reads it (nflog.py) for the zone
+# editor's list of refused packets. Unlike the kernel log, a group works in any network
+# namespace. ulogd's and tcpdump's examples use the small numbers; this one is nm-zones'.
+NFLOG_GROUP = 47
+LOG_TARGETS = frozenset({"LOG", "NFLOG"})  # rules that only report a packet, never judge it
+PREFIX_OPTIONS = frozenset({"log-prefix", "nflog-prefix"})
 
 
 def flow_mark(label: str) -> int:

@@ -34,7 +34,7 @@ The shapes, innermost first:
 from __future__ import annotations
 
 from ..ifname import chain_name
-from .layout import flow_mark_option, log_prefix
+from .layout import LOG_TARGETS, PREFIX_OPTIONS, flow_mark_option, log_prefix
 
 Options = tuple[tuple[str, str], ...]
 MatchSpec = tuple[str, Options]  # (match module, its options)
@@ -84,19 +84,21 @@ def chain_specs(chains_by_table: ChainsByTable, key: TableKey, chain: str) -> tu
 
 
 def before_tail(rules: tuple, extra: tuple, target=lambda spec: spec[TARGET]) -> tuple:
-    """`extra` inserted before an input chain's tail: its verdict, and the LOG rule before
-    it when the zone logs what it refuses (build._tail). `target` names a rule's target
-    (rules are specs here, rules.Rule values in build.with_allowances)."""
-    tail = 2 if len(rules) >= 2 and target(rules[-2]) == "LOG" else 1
+    """`extra` inserted before an input chain's tail: its verdict, and the LOG and NFLOG
+    rules before it when the zone logs what it refuses (build._tail). `target` names a
+    rule's target (rules are specs here, rules.Rule values in build.with_allowances)."""
+    tail = 1
+    while len(rules) > tail and target(rules[-tail - 1]) in LOG_TARGETS:
+        tail += 1
     return rules[:-tail] + tuple(extra) + rules[-tail:]
 
 
 def for_interface(spec: Spec, zone: str, interface: str) -> Spec:
-    """A zone plan's rule as it is for `interface` (a LOG rule names it in its prefix, the
-    CONNMARK rule gives its flows the interface's mark)."""
-    if spec[TARGET] == "LOG":
+    """A zone plan's rule as it is for `interface` (a LOG or NFLOG rule names it in its
+    prefix, the CONNMARK rule gives its flows the interface's mark)."""
+    if spec[TARGET] in LOG_TARGETS:
         options = tuple(
-            (option, log_prefix(zone, interface) if option == "log-prefix" else value)
+            (option, log_prefix(zone, interface) if option in PREFIX_OPTIONS else value)
             for option, value in spec[TARGET_OPTIONS]
         )
     elif spec[TARGET] == "CONNMARK":

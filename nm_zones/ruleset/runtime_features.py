@@ -7,6 +7,12 @@ of a port or a service, so they share the allowances' state, deadlines, expiry a
 said so: the same compiler (ruleset/build.py), so the same rules as a file's `masquerade:` or
 `forward-ports:`, in both backends. Compiling that variant reads the zone files, which costs
 more than the cached plan: only interfaces of a zone with such an addition pay it.
+
+A runtime removal (`--remove-service=ssh` without `--permanent`, for a service the zone's file
+lists) is such a feature too, named `without:` and what it takes away (`without:ssh`,
+`without:22/tcp`, `without:masquerade`, `without:forward-port:...`): the zone is compiled
+without it until reload, as firewalld's runtime zone loses it until its permanent one is
+loaded again.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import dataclasses
 
 MASQUERADE = "masquerade"
 FORWARD_PREFIX = "forward-port:"
+WITHOUT_PREFIX = "without:"
 
 
 def forward_what(port: str, protocol: str, to_port: str, to_addr: str) -> str:
@@ -31,8 +38,18 @@ def forward_fields(what: str) -> tuple[str, str, str, str]:
     return port, protocol, to_port, to_addr
 
 
+def without(what: str) -> str:
+    """The runtime removal of `what` (a service, a port, masquerade or a forward port)."""
+    return f"{WITHOUT_PREFIX}{what}"
+
+
+def removed(what: str) -> str:
+    """What a runtime removal takes away ("" when `what` is no removal)."""
+    return what[len(WITHOUT_PREFIX) :] if what.startswith(WITHOUT_PREFIX) else ""
+
+
 def is_feature(what: str) -> bool:
-    return what == MASQUERADE or what.startswith(FORWARD_PREFIX)
+    return what == MASQUERADE or what.startswith((FORWARD_PREFIX, WITHOUT_PREFIX))
 
 
 def split(allowed) -> tuple[tuple[str, ...], tuple]:
@@ -41,25 +58,39 @@ def split(allowed) -> tuple[tuple[str, ...], tuple]:
     return features, tuple(a for a in allowed if not is_feature(a[0]))
 
 
-def with_features(zone, features):
-    """`zone` (model.Zone) with the runtime masquerade and forward ports in `features`."""
+def forward_port(what: str):
+    """A forward port's allowance as the model's ForwardPort."""
     from ..config.model import ForwardPort, PortRange
 
-    forwards = list(zone.forward_ports)
+    port, protocol, to_port, to_addr = forward_fields(what)
+    first, _, last = port.partition("-")
+    return ForwardPort(
+        PortRange(int(first), int(last or first), protocol),
+        int(to_port) if to_port else None,
+        to_addr or None,
+    )
+
+
+def with_features(zone, features):
+    """`zone` (model.Zone) with the runtime masquerade and forward ports in `features`, and
+    without what their runtime removals take away."""
+    gone = {removed(what) for what in features} - {""}
+    forwards = [
+        f
+        for f in zone.forward_ports
+        if f not in {forward_port(w) for w in gone if w.startswith(FORWARD_PREFIX)}
+    ]
     for what in features:
-        if what == MASQUERADE:
-            continue
-        port, protocol, to_port, to_addr = forward_fields(what)
-        first, _, last = port.partition("-")
-        forward = ForwardPort(
-            PortRange(int(first), int(last or first), protocol),
-            int(to_port) if to_port else None,
-            to_addr or None,
-        )
-        if forward not in forwards:
-            forwards.append(forward)
-    masquerade = zone.masquerade or MASQUERADE in features
-    return dataclasses.replace(zone, masquerade=masquerade, forward_ports=tuple(forwards))
+        if what.startswith(FORWARD_PREFIX) and forward_port(what) not in forwards:
+            forwards.append(forward_port(what))
+    masquerade = (zone.masquerade and MASQUERADE not in gone) or MASQUERADE in features
+    return dataclasses.replace(
+        zone,
+        services=tuple(s for s in zone.services if s not in gone),
+        ports=tuple(p for p in zone.ports if str(p) not in gone),
+        masquerade=masquerade,
+        forward_ports=tuple(forwards),
+    )
 
 
 def variant_plan(paths, usable, features):

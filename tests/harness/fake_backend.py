@@ -51,7 +51,9 @@ class FakeBackend:
     Refusals: `refuse_next(operation, error)` makes the next call of `operation` ("apply",
     "remove", "rebuild", "panic", "remove_everything", ...) raise before any commit;
     `refuse_after(n)` lets n more commits through and refuses every later one (a commit of an
-    apply over several keys then stops half-way, as the iptables backend would)."""
+    apply over several keys then stops half-way, as the iptables backend would);
+    `refuse_interface(name)` refuses every commit of that interface's rules, alone or with
+    others (as NM_ZONES_FAULTS=refuse-chain does)."""
 
     def __init__(self, name: str = "iptables"):
         self.name = name
@@ -63,6 +65,7 @@ class FakeBackend:
         self.kept_entries = 0
         self._refusals: dict[str, Exception] = {}
         self._commits_left: int | None = None
+        self.refused_interfaces: set[str] = set()
 
     # -- injected faults ------------------------------------------------------------------
 
@@ -71,6 +74,14 @@ class FakeBackend:
 
     def refuse_after(self, commits: int) -> None:
         self._commits_left = commits
+
+    def refuse_interface(self, interface: str) -> None:
+        self.refused_interfaces.add(interface)
+
+    def _refused_plans(self, plans) -> None:
+        for plan in plans:
+            if plan.interface in self.refused_interfaces:
+                raise KernelError(f"{plan.interface}: refused by the test")
 
     def flush_behind_its_back(self, key=None) -> None:
         """Another program empties nm-zones' chains (every key when None): `iptables -F`."""
@@ -118,6 +129,7 @@ class FakeBackend:
 
     def apply(self, plan, previous_tables=None) -> None:
         self._refused("apply")
+        self._refused_plans([plan])
         owned = plan_keys(plan)
         touched = owned | (set(previous_tables) if previous_tables is not None else IPTABLES_KEYS)
         chain = owner_chain(plan.interface)
@@ -128,6 +140,25 @@ class FakeBackend:
             content = self._content(plan, key)
             if content:
                 chains[chain] = content
+            self._commit_if_changed("apply", key, view)
+
+    def apply_many(self, items: list) -> None:
+        """Several interfaces' plans, each table committed once for all of them."""
+        self._refused("apply")
+        self._refused_plans([plan for plan, _ in items])
+        touched: set = set()
+        for plan, previous_tables in items:
+            touched |= plan_keys(plan)
+            touched |= set(previous_tables) if previous_tables is not None else IPTABLES_KEYS
+        for key in self._ordered(self.view_keys(touched)):
+            view = copy.deepcopy(self.kernel.get(key, self._empty(key)))
+            chains = self._chains(view)
+            for plan, _ in items:
+                chain = owner_chain(plan.interface)
+                chains.pop(chain, None)
+                content = self._content(plan, key)
+                if content:
+                    chains[chain] = content
             self._commit_if_changed("apply", key, view)
 
     def remove(self, interface, previous_tables=None) -> None:

@@ -199,6 +199,15 @@ class Lab:
         result = self.run(self.zoned, ["nft", "list", "table", "inet", "nm-zones"], check=False)
         return result.stdout if result.returncode == 0 else ""
 
+    def nft_listing(self, namespace: str | None = None):
+        """nm-zones' table in the zoned host (or `namespace`) as the backend reads it back:
+        ({chain: [rule, ...]}, {map: {interface: verdict}}) from `nft -j`, None when absent."""
+        from nm_zones.backends.nftables.listing import parse_listing
+
+        argv = ["nft", "-j", "list", "table", "inet", "nm-zones"]
+        result = self.run(namespace or self.zoned, argv, check=False)
+        return parse_listing(result.stdout if result.returncode == 0 else "")
+
     def held_text(self) -> str:
         """Everything nm-zones may hold in the zoned host's kernel, as text: both legacy
         families and nm-zones' nftables table."""

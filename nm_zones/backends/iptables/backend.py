@@ -5,7 +5,7 @@ per (family, table)."""
 from __future__ import annotations
 
 from ...errors import KernelError, converting_errors, describe
-from ...ruleset.layout import FAMILIES, PANIC_TABLE, TABLE_ORDER
+from ...ruleset.layout import FAMILIES, LOG_TARGETS, PANIC_TABLE, TABLE_ORDER
 from ...ruleset.plan import TARGET, KernelPlan, uses_match
 from ..views import differs, read_view
 
@@ -47,6 +47,10 @@ class IptablesBackend:
     def apply(self, plan, previous_tables=None) -> None:
         self.netfilter.apply(without_applications(plan), previous_tables)
 
+    def apply_many(self, items: list) -> None:
+        """Several interfaces' plans: one commit per table and family for all of them."""
+        self.netfilter.apply_many([(without_applications(p), tables) for p, tables in items])
+
     def remove(self, interface, previous_tables=None) -> None:
         self.netfilter.remove(interface, previous_tables)
 
@@ -87,7 +91,9 @@ class IptablesBackend:
         entries = self.netfilter.entries
         if entries.added:
             specs = compiled.specs()
-            entries.save(lambda family, spec: (family, spec) in specs or spec[TARGET] == "LOG")
+            entries.save(
+                lambda family, spec: (family, spec) in specs or spec[TARGET] in LOG_TARGETS
+            )
 
 
 def legacy_available() -> bool:

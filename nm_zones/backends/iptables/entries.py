@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import marshal
 import os
+import struct
 
 from ...files import read_trusted, write_atomically
 from ...ruleset.layout import IP_PROTOCOLS, NAT_TARGETS
@@ -36,6 +37,10 @@ from ...ruleset.plan import (
 ENTRIES_FILE = "entries"
 ENTRIES_VERSION = 1
 IFNAMSIZ_BYTES = 16
+# struct xt_nflog_info: len (u32), group, threshold, flags (u16), padding, prefix[64]
+NFLOG_PREFIX_SIZE = 64
+NFLOG_INFO = struct.Struct(f"=IHHH2x{NFLOG_PREFIX_SIZE}s")
+NFLOG_THRESHOLD = 0  # as iptables 1.8 leaves it: the kernel sends each packet at once
 TEMPLATE = make_spec("ACCEPT")  # `-j ACCEPT`: retargeted per dispatch rule
 
 
@@ -78,6 +83,9 @@ def build_entry(iptc, family: str, spec: Spec) -> bytes:
     module = rule.create_target("ACCEPT" if own_chain else target)
     if own_chain:
         module.standard_target = target
+    if target == "NFLOG":
+        _nflog(iptc, rule, module, dict(spec[TARGET_OPTIONS]))
+        return bytes(rule.rule)
     for option, value in spec[TARGET_OPTIONS]:
         module.set_parameter(option, value)
     if any(name == "connlabel" for name, _ in matches):
@@ -85,6 +93,19 @@ def build_entry(iptc, family: str, spec: Spec) -> bytes:
     else:
         rule.final_check()
     return bytes(rule.rule)
+
+
+def _nflog(iptc, rule, module, options: dict[str, str]) -> None:
+    """NFLOG's options written into its struct xt_nflog_info (linux/netfilter/xt_NFLOG.h)
+    by hand: python-iptables parsing `--nflog-prefix` corrupts its memory (a segfault a few
+    rules later, seen with iptables 1.8.9), and its final check parses every option again.
+    NFLOG's own check concerns only --nflog-range/--nflog-size, which nm-zones never uses."""
+    for match in rule.matches:
+        match.final_check()
+    prefix = options.get("nflog-prefix", "").encode()[: NFLOG_PREFIX_SIZE - 1]
+    data = NFLOG_INFO.pack(0, int(options.get("nflog-group", "0")), NFLOG_THRESHOLD, 0, prefix)
+    start = ctypes.sizeof(iptc.xtables.xt_entry_target)
+    ctypes.memmove(ctypes.addressof(module._target_buf.contents) + start, data, len(data))
 
 
 def _quietly(call) -> None:

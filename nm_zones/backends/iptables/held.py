@@ -146,16 +146,36 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
     every jump's offset replaced by a checksum of its target's name; then each nmz- chain is
     hashed as the one stretch of that copy it is.
     """
-    from zlib import crc32
+    walked = _walk(family, hooks, blob)
+    bounds = sorted(set(walked.starts) | set(walked.heads) | {walked.end})
+    chain_of = [walked.starts.get(bound, "") for bound in bounds]
+    view: dict[str, object] = _name_jumps(walked, bounds, chain_of)
+    for index, bound in enumerate(bounds[:-1]):
+        chain = chain_of[index]
+        if chain.startswith(PREFIX):
+            view[chain] = sha256(walked.masked[bound : bounds[index + 1]]).hexdigest()[:32]
+    view.update(_bypasses(walked.rules, bounds, chain_of, walked.starts))
+    return view
 
+
+class _Walked:
+    """What one pass over a table's entries found (view_of)."""
+
+    def __init__(self, blob: bytes, starts: dict[int, str]):
+        self.masked = bytearray(blob)  # counters, nfcache, comefrom zeroed
+        self.starts = starts  # offset -> the chain that begins there
+        self.heads: list[int] = []  # where each user chain's ERROR entry begins
+        # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in)
+        self.jumps: list[tuple[int, int, bool]] = []
+        self.rules: list[tuple[int, int | None, bool]] = []  # (offset, verdict|None, goto)
+        self.end = 0  # where the entries end
+
+
+def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     ip_size, offsets_at, entry_size = LAYOUT[family]
-    masked = bytearray(blob)
+    walked = _Walked(blob, {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0})
+    masked, starts, jumps, rules = walked.masked, walked.starts, walked.jumps, walked.rules
     zeros = bytes(entry_size - ip_size)
-    starts = {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0}
-    heads: list[int] = []  # where each user chain's ERROR entry begins
-    # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in chain)
-    jumps: list[tuple[int, int, bool]] = []
-    rules: list[tuple[int, int | None, bool]] = []  # (offset, verdict or None, is a goto)
     flag_at, goto_flag = GOTO_FLAG[family]
     offset, length = 0, len(blob)
     while offset + entry_size <= length:
@@ -173,29 +193,31 @@ def view_of(family: str, hooks: tuple[int, ...], blob: bytes) -> dict:
                 jumps.append((verdict_at, verdict, offset in starts))
             rules.append((offset, verdict, bool(blob[offset + flag_at] & goto_flag)))
         elif blob[name_at : name_at + 6] == b"ERROR\0":  # a user chain's head
-            heads.append(offset)
+            walked.heads.append(offset)
             starts[offset + next_offset] = _text(blob[name_at + 30 : name_at + 62])
         else:
             rules.append((offset, None, False))  # another target (LOG, REJECT, MARK, ...)
         offset += next_offset
-    bounds = sorted(set(starts) | set(heads) | {offset})
-    chain_of = [starts.get(bound, "") for bound in bounds]
+    walked.end = offset
+    return walked
+
+
+def _name_jumps(walked: _Walked, bounds: list[int], chain_of: list[str]) -> dict[str, object]:
+    """Each jump's offset in the copy replaced by a checksum of its target's name; and
+    {builtin: (the nmz- chains it jumps to)}, `@below` marking a first jump not first."""
+    from zlib import crc32
+
     view: dict[str, object] = {}
     index = 0
-    for verdict_at, verdict, first in jumps:  # in table order, like the bounds
+    for verdict_at, verdict, first in walked.jumps:  # in table order, like the bounds
         while index + 1 < len(bounds) and bounds[index + 1] <= verdict_at:
             index += 1
-        target = starts.get(verdict, f"@{verdict}")
-        masked[verdict_at : verdict_at + 4] = crc32(target.encode()).to_bytes(4, "little")
+        target = walked.starts.get(verdict, f"@{verdict}")
+        walked.masked[verdict_at : verdict_at + 4] = crc32(target.encode()).to_bytes(4, "little")
         chain = chain_of[index]
         if chain in HOOK_NAMES and target.startswith(PREFIX):
             mark = "@below" if target in FIRST and not first else ""
             view[chain] = (*view.get(chain, ()), target + mark)
-    for index, bound in enumerate(bounds[:-1]):
-        chain = chain_of[index]
-        if chain.startswith(PREFIX):
-            view[chain] = sha256(masked[bound : bounds[index + 1]]).hexdigest()[:32]
-    view.update(_bypasses(rules, bounds, chain_of, starts))
     return view
 
 

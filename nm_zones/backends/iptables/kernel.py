@@ -232,11 +232,21 @@ class Netfilter:
     def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
         """Commit one table; when the kernel refuses entries kept from earlier runs, build
         them afresh and try once more."""
-        self.faults.check(owned)
-        specs = [spec for _, chain_specs in plan[0] for spec in chain_specs]
+        self._commit_table_parts(family, name, [(owned, plan)])
+
+    def _commit_table_parts(self, family: str, name: str, parts: list) -> None:
+        """One commit of one table holding each (owned chains, table plan) of `parts`: a
+        zone-wide change commits each table once, whatever the number of interfaces."""
+        for owned, _ in parts:
+            self.faults.check(owned)
+        specs = [spec for _, plan in parts for _, chain_specs in plan[0] for spec in chain_specs]
         # build what is missing before taking the lock: other writers wait less
         self.entries.ensure(family, specs)
-        edit = lambda table: self._edit(table, family, name, owned, plan)  # noqa: E731
+
+        def edit(table) -> bool:
+            edited = [self._edit(table, family, name, owned, plan) for owned, plan in parts]
+            return any(done is not False for done in edited)
+
         try:
             self._locked_commit(family, name, edit)
         except CommitRefused:
@@ -282,19 +292,31 @@ class Netfilter:
     def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
         """Put a plan.KernelPlan in place; tables the interface used before but no
         longer needs are cleaned (all tables are checked when `previous_tables` is unknown)."""
-        owned = owned_chains(plan.interface)
+        self.apply_many([(plan, previous_tables)])
+
+    def apply_many(self, items: list) -> None:
+        """Each (KernelPlan, previous tables) of `items` in place, with one commit per table
+        and family for all of them."""
+        parts: dict[tuple[str, str], list] = {}
+        for plan, previous_tables in items:
+            owned = owned_chains(plan.interface)
+            for family in FAMILIES:
+                for name in TABLE_ORDER:
+                    table_plan = plan.chains_by_table.get((family, name))
+                    if table_plan is None:
+                        if previous_tables is not None and (family, name) not in previous_tables:
+                            continue
+                        if not _table_loaded(family, name):
+                            continue
+                        table_plan = NO_CHANGE
+                    parts.setdefault((family, name), []).append((owned, table_plan))
         for family in FAMILIES:
             for name in TABLE_ORDER:
-                table_plan = plan.chains_by_table.get((family, name))
-                if table_plan is None:
-                    if previous_tables is not None and (family, name) not in previous_tables:
-                        continue
-                    if not _table_loaded(family, name):
-                        continue
-                    table_plan = NO_CHANGE
-                self._commit_table(family, name, owned, table_plan)
-        if plan.forwarding:
-            enable_forwarding(plan.forwarding)
+                if (family, name) in parts:
+                    self._commit_table_parts(family, name, parts[(family, name)])
+        forwarding = sorted({f for plan, _ in items for f in plan.forwarding or ()})
+        if forwarding:
+            enable_forwarding(forwarding)
 
     def remove(
         self, interface: str | None, previous_tables: set[tuple[str, str]] | None = None

@@ -22,7 +22,8 @@ cost target is met without them.
 
 Every change is one script run as one transaction: both families, every hook, so a switch is
 atomic as a whole. Other tables (docker's, iptables-nft's `ip filter`, the admin's) are never
-named, and nothing of theirs is read: the view is `list table inet nm-zones`.
+named, and nothing of theirs is read: the view reads nm-zones' table alone (nfnetlink.py), and
+`status` reads it back as libnftables lists it in JSON (listing.py).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ from ...ruleset.plan import (
     Spec,
 )
 from ..common import CommitRefused, check_netns_allowed, enable_forwarding, faults_from_environment
-from .libnft import FAMILY, TABLE, Nft, NftError, list_table
+from .libnft import FAMILY, TABLE, Nft, NftError, chain_of, chain_ref
+from .nfnetlink import chain_names
 from .view import HOOK_CHAINS, KEY, read_view, view_differs
 
 # Panic mode (`nm-zones panic on`): base chains of their own, before the zones' (a drop in
@@ -103,18 +105,6 @@ def quote(name: str) -> str:
     """A chain or interface name as an nft string (names are checked printable ASCII without
     quotes or backslashes: ifname.check_interface)."""
     return f'"{name}"'
-
-
-def chain_ref(name: str) -> str:
-    """A chain name as nft takes and prints it: an identifier (nft 1.0.6 takes no quoted chain
-    names). A hashed interface token's `~` becomes `/`, which nft allows inside a name and no
-    interface name contains, so it cannot meet a plain token."""
-    return name.replace("~", "/")
-
-
-def chain_of(ref: str) -> str:
-    """The inverse of chain_ref: a chain name as nm-zones' plans spell it."""
-    return ref.strip('"').replace("/", "~")
 
 
 def _ports(value: str) -> str:
@@ -178,6 +168,8 @@ def _verdict(family: str, target: str, options: tuple) -> str:
         return REJECT[settings["reject-with"]]
     if target == "LOG":
         return f"log prefix {quote(settings['log-prefix'])}"
+    if target == "NFLOG":
+        return f"log prefix {quote(settings['nflog-prefix'])} group {settings['nflog-group']}"
     if target == "REDIRECT":
         return f"redirect to :{settings['to-ports']}"
     if target == "DNAT":
@@ -501,12 +493,14 @@ class NftablesBackend:
         self.views: dict[tuple[str, str], dict] = {}
         self.faults = faults_from_environment()
 
-    @property
-    def lister(self) -> Nft:
-        """A context that lists without counters (gc and status read the table as text)."""
+    def listing(self):
+        """The table's chains and maps as the kernel holds them (listing.py; None without
+        the table): status and the removal of orphaned chains compare them with plans."""
+        from .listing import FLAGS, read_listing
+
         if self._lister is None:
-            self._lister = Nft(OUTPUT_FLAGS)
-        return self._lister
+            self._lister = Nft(FLAGS)
+        return read_listing(self._lister)
 
     # -- the Backend interface ----------------------------------------------------------
 
@@ -531,13 +525,30 @@ class NftablesBackend:
         touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
         stale: tuple[str, ...] = ()
         if plan.interface is None:  # the source zones' chains are the catch-all's
-            listed = parse_listing(list_table(self.lister))
-            stale = tuple(c for c in (listed[0] if listed else {}) if is_source_chain(c))
+            stale = tuple(c for c in map(chain_of, chain_names(TABLE)) if is_source_chain(c))
             touched |= set(stale) | {c for c in Script(plan).chains if is_source_chain(c)}
         self._change(interface_script(plan, stale=stale), touched)
         self._fill_sets([plan])
         if plan.forwarding:
             enable_forwarding(plan.forwarding)
+
+    def apply_many(self, items: list) -> None:
+        """Several interfaces' plans (no catch-all) in one transaction."""
+        from ...ifname import chain_name
+
+        lines: list[str] = []
+        touched: set[str] = set()
+        for plan, _previous in items:
+            owned = frozenset(chain_name(plan.interface, kind) for kind in CHAIN_KINDS)
+            self.faults.check(owned)
+            touched |= owned
+            lines += interface_script(plan)
+        self._change(lines, touched)
+        plans = [plan for plan, _ in items]
+        self._fill_sets(plans)
+        forwarding = sorted({f for plan in plans for f in plan.forwarding or ()})
+        if forwarding:
+            enable_forwarding(forwarding)
 
     def remove(self, interface: str | None, previous_tables=None) -> None:
         from ...ifname import chain_name
@@ -582,7 +593,7 @@ class NftablesBackend:
         self._change(panic_script(on), set(PANIC_CHAINS))
 
     def holds_panic(self) -> bool | None:
-        listed = parse_listing(list_table(self.lister))
+        listed = self.listing()
         if listed is None:
             return False
         for chain, (_, spared) in PANIC_CHAINS.items():
@@ -594,31 +605,30 @@ class NftablesBackend:
         return {KEY}
 
     def interface_tokens(self) -> set[str]:
-        tokens = set()
-        for line in list_table(self.lister).splitlines():
-            words = line.split()
-            if len(words) >= 2 and words[0] == "chain" and words[1].startswith("nmz-if-"):
-                tokens.add(chain_of(words[1])[len("nmz-if-") :].rsplit("-", 1)[0])
-        return tokens
+        chains = [chain_of(name) for name in chain_names(TABLE)]
+        return {c[len("nmz-if-") :].rsplit("-", 1)[0] for c in chains if c.startswith("nmz-if-")}
 
     def remove_everything(self) -> None:
         self._commit([f"add table {FAMILY} {TABLE}", f"delete table {FAMILY} {TABLE}"])
 
     def holds(self, plan) -> bool | None:
         """Whether the kernel holds the plan's chains and the elements leading to them."""
-        listed = parse_listing(list_table(self.lister))
+        from .listing import same_rules
+
+        listed = self.listing()
         if listed is None:
             return False
         chains, maps = listed
         script = Script(plan)
         for chain, rules in script.chain_lines().items():
-            if chains.get(chain) != [canonical(rule) for rule in rules]:
+            if not same_rules(chains.get(chain), [canonical(rule) for rule in rules]):
                 return False
         for dispatch_chain, elements in script.elements.items():
             for interface, verdict in elements.items():
                 if maps.get(dispatch_chain, {}).get(interface) != verdict:
                     return False
-        return all(chains.get(base) == rules for base, rules in script.base_lines().items())
+        bases = script.base_lines().items()
+        return all(same_rules(chains.get(base), rules) for base, rules in bases)
 
     def keep_entries(self, keep) -> None:
         """Nothing kept between runs: nft parses a script faster than entries can be read."""
@@ -689,7 +699,7 @@ class NftablesBackend:
                 fill(self.nft, app)
 
     def _elements_to(self, owned) -> list[tuple[str, str]]:
-        listed = parse_listing(list_table(self.lister))
+        listed = self.listing()
         found = []
         if listed:
             for dispatch_chain, elements in listed[1].items():
@@ -697,49 +707,3 @@ class NftablesBackend:
                     if chain_of(verdict.split()[-1]) in owned:
                         found.append((dispatch_chain, interface))
         return found
-
-
-OUTPUT_FLAGS = 1 << 2  # stateless: no counters, no limit state
-
-
-def parse_listing(text: str):
-    """({chain: [rule, ...]}, {map: {interface: verdict}}) from `list table` text; None
-    when there is no table."""
-    if not text:
-        return None
-    chains: dict[str, list[str]] = {}
-    maps: dict[str, dict[str, str]] = {}
-    current = None
-    kind = None
-    in_elements = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith(("chain ", "map ")) and line.endswith("{"):
-            kind, name = line.split()[0], chain_of(line.split()[1])
-            current = name
-            (chains if kind == "chain" else maps)[name] = [] if kind == "chain" else {}
-            continue
-        if line == "}" and not in_elements:
-            current = None
-            continue
-        if current is None:
-            continue
-        if kind == "chain":
-            if line.startswith("type ") and "hook" in line:
-                continue
-            chains[current].append(line)
-        else:
-            if line.startswith("elements = {"):
-                in_elements = True
-                line = line[len("elements = {") :]
-            if not in_elements:
-                continue
-            if line.endswith("}"):
-                in_elements, line = False, line[:-1]
-            for item in line.split(","):
-                name, _, verdict = item.partition(":")
-                if verdict:
-                    maps[current][name.strip().strip('"')] = verdict.strip()
-    return chains, maps

@@ -3,12 +3,14 @@
 nm-zones needs two calls of it: `nft_ctx_new` and `nft_run_cmd_from_buffer` (a script in,
 one kernel transaction out), plus the buffered output and error text. Debian ships the
 upstream binding as python3-nftables (`nftables.py`), a ctypes layer over the same library;
-nm-zones keeps this small loader instead because the event's quick path reads nm-zones'
-table on every event and must not import json (which nftables.py does at import), and
-because Debian 12's copy lacks calls newer versions have: the library is what matters, and
-it comes with the `nftables` package either way (libnftables1).
+nm-zones keeps this small loader instead because every event's run commits through it and
+must not import json (which nftables.py does at import), and because Debian 12's copy lacks
+calls newer versions have: the library is what matters, and it comes with the `nftables`
+package either way (libnftables1). Reading the table back is listing.py's (the JSON
+libnftables prints, off the event's path); the event's own view of the table is
+nfnetlink.py's.
 
-Only ctypes is imported here: the quick path of every event uses `list_table`.
+Only ctypes is imported here.
 """
 
 from __future__ import annotations
@@ -81,3 +83,15 @@ def list_table(nft: Nft | None = None) -> str:
         return nft.run(f"list table {FAMILY} {TABLE}")
     except NftError:
         return ""  # no such table (or nftables unusable: then the view is empty too)
+
+
+def chain_ref(name: str) -> str:
+    """A chain name as nft takes and prints it: an identifier (nft 1.0.6 takes no quoted chain
+    names). A hashed interface token's `~` becomes `/`, which nft allows inside a name and no
+    interface name contains, so it cannot meet a plain token."""
+    return name.replace("~", "/")
+
+
+def chain_of(ref: str) -> str:
+    """The inverse of chain_ref: a chain name as nm-zones' plans spell it."""
+    return ref.strip('"').replace("/", "~")

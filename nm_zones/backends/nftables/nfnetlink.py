@@ -51,6 +51,7 @@ NFTA_GEN_ID = 1
 BASE_CHAIN_ATTRIBUTES = (NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY, NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS)
 ENOENT = 2
 ATTEMPTS = 5
+RECEIVE_SIZE = 1 << 20  # what one recv takes: more than the kernel sends of a dump at once
 
 NLMSGHDR = struct.Struct("=IHHII")  # struct nlmsghdr: length, type, flags, seq, pid
 NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id (big endian)
@@ -83,9 +84,14 @@ def _attribute(kind: int, payload: bytes) -> bytes:
     return (NLATTR.pack(length, kind) + payload).ljust(_align(length), b"\0")
 
 
+def _string(name: str) -> bytes:
+    """A name as the kernel takes and hands out names (NLA_STRING): NUL-terminated."""
+    return name.encode() + b"\0"
+
+
 def _name(kind: int, name: str) -> bytes:
-    """A string attribute, as the kernel takes names: NUL-terminated."""
-    return _attribute(kind, name.encode() + b"\0")
+    """A string attribute."""
+    return _attribute(kind, _string(name))
 
 
 class Reader:
@@ -109,7 +115,7 @@ class Reader:
         self.sock.send(header + body)
         replies = []
         while True:
-            data = self.sock.recv(1 << 20)
+            data = self.sock.recv(RECEIVE_SIZE)
             offset = 0
             while offset + NLMSGHDR.size <= len(data):
                 length, kind, message_flags, _seq, _pid = NLMSGHDR.unpack_from(data, offset)
@@ -147,22 +153,29 @@ class Reader:
                     return GENERATION.unpack(value)[0]
         raise OSError("netlink: no generation id")
 
+    def chains(self, table: str) -> dict[str, dict[int, bytes]]:
+        """chain -> its attributes, for every chain of the table: one dump, no rules."""
+        wanted = _string(table)
+        found = {}
+        for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, _name(NFTA_CHAIN_TABLE, table)):
+            attributes = dict(_attributes(payload, 0))
+            if attributes.get(NFTA_CHAIN_TABLE) == wanted:  # older kernels do not filter
+                found[_text(attributes.get(NFTA_CHAIN_NAME, b""))] = attributes
+        return found
+
     def chain_digests(self, table: str, chains=None) -> dict[str, str]:
         """chain -> a fingerprint of its rules as the kernel hands them out (handles
         included), for every chain of the table, or only for `chains` (those absent left
         out): the kernel filters the dump by table and chain. A base chain's hook, priority,
         type and policy count too: `policy drop` on `input` decides every packet as much as
         a rule does."""
-
-        wanted = table.encode() + b"\0"
+        wanted = _string(table)
         name = _name(NFTA_CHAIN_TABLE, table)  # NFTA_RULE_TABLE too: the same number
         found: dict[str, object] = {}
         if chains is None:
             requests = [name]
-            for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, name):
-                attributes = dict(_attributes(payload, 0))
-                if attributes.get(NFTA_CHAIN_TABLE) == wanted:
-                    found[_text(attributes.get(NFTA_CHAIN_NAME, b""))] = _chain_digest(attributes)
+            for chain, attributes in self.chains(table).items():
+                found[chain] = _chain_digest(attributes)
         else:
             requests = []
             for chain in chains:
@@ -215,6 +228,24 @@ def _chain_digest(attributes: dict):
 
 def _text(value: bytes) -> str:
     return value.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def chain_names(table: str) -> list[str]:
+    """The names of the table's chains, as the kernel spells them ([] without the table):
+    one dump of the chains alone, cheaper than any listing of their rules."""
+    for _ in range(ATTEMPTS):
+        reader = Reader()
+        try:
+            return list(reader.chains(table))
+        except DumpChanged:
+            pass
+        except OSError as error:
+            if error.errno != ENOENT:
+                raise
+            return []
+        finally:
+            reader.close()
+    raise OSError("nftables kept changing while nm-zones read its chains")
 
 
 def read(table: str, maps, chains=(), base: dict | None = None) -> dict:

@@ -1,0 +1,130 @@
+"""nm-zones' table read back as JSON (backends/nftables/listing.py): each statement nm-zones
+writes, as libnftables 1.0.6 hands it out, reads as `nft list` prints it (the pairs are taken
+from one real table holding every shipped zone, a zone using everything the compiler knows,
+sources, applications, allowances and panic mode); what the reader does not know never reads
+as a rule of a plan. The same table in the kernel is compared with the plans in
+test_nftables.py (`status` says `in place` for every zone)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nm_zones.backends.nftables.listing import parse_listing, same_rule, same_rules, statement
+
+pytestmark = pytest.mark.pure
+
+
+def _match(left: dict, right, op: str = "==") -> dict:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _payload(protocol: str, field: str) -> dict:
+    return {"payload": {"protocol": protocol, "field": field}}
+
+
+META_NFPROTO = {"meta": {"key": "nfproto"}}
+CT_STATE = {"ct": {"key": "state"}}
+
+STATEMENTS = [
+    (_match(META_NFPROTO, "ipv4"), "meta nfproto ipv4"),
+    (_match({"meta": {"key": "l4proto"}}, "ipv6-icmp"), "meta l4proto ipv6-icmp"),
+    (_match({"meta": {"key": "iifname"}}, "lo"), 'iifname "lo"'),
+    (_match({"meta": {"key": "oifname"}}, "veth*"), 'oifname "veth*"'),
+    (_match({"meta": {"key": "iifname"}}, "@nmz-until-14718"), "iifname @nmz-until-14718"),
+    (_match(_payload("ip", "saddr"), "10.9.8.7"), "ip saddr 10.9.8.7"),
+    (_match(_payload("ip6", "daddr"), {"prefix": {"addr": "fe80::", "len": 64}}),
+     "ip6 daddr fe80::/64"),
+    (_match(_payload("tcp", "dport"), 22), "tcp dport 22"),
+    (_match(_payload("udp", "dport"), {"range": [60000, 61000]}), "udp dport 60000-61000"),
+    (_match(_payload("icmpv6", "type"), "nd-router-advert"), "icmpv6 type nd-router-advert"),
+    (_match(CT_STATE, ["established", "related"], "in"), "ct state established,related"),
+    (_match(CT_STATE, "invalid", "in"), "ct state invalid"),
+    (_match({"ct": {"key": "status"}}, "dnat", "in"), "ct status dnat"),
+    (_match({"ct": {"key": "proto-dst", "dir": "original"}}, 443),
+     "ct original proto-dst 443"),
+    (_match({"ct": {"key": "label"}}, 127, "in"), "ct label 127"),
+    (_match({"socket": {"key": "cgroupv2", "level": 2}}, "@nmz-app-1"),
+     "socket cgroupv2 level 2 @nmz-app-1"),
+    (_match({"socket": {"key": "cgroupv2"}}, "@nmz-app-1"), "socket cgroupv2 level ? @nmz-app-1"),
+    ({"mangle": {"key": {"ct": {"key": "label"}}, "value": 127}}, "ct label set 127"),
+    ({"accept": None}, "accept"),
+    ({"masquerade": None}, "masquerade"),
+    ({"jump": {"target": "nmz-s-srcz-in"}}, "jump nmz-s-srcz-in"),
+    ({"goto": {"target": "nmz-default-fwd"}}, "goto nmz-default-fwd"),
+    ({"reject": {"type": "icmpv6", "expr": "admin-prohibited"}},
+     "reject with icmpv6 admin-prohibited"),
+    ({"limit": {"rate": 5, "burst": 5, "per": "minute"}}, "limit rate 5/minute"),
+    ({"log": {"prefix": "nmz custom eth1: "}}, 'log prefix "nmz custom eth1: "'),
+    ({"ct helper": "nmz-ftp"}, 'ct helper set "nmz-ftp"'),
+    ({"redirect": {"port": 8080}}, "redirect to :8080"),
+    ({"dnat": {"family": "ip", "addr": "10.1.2.3", "port": 8443}}, "dnat ip to 10.1.2.3:8443"),
+    ({"dnat": {"family": "ip6", "addr": "fd00::3"}}, "dnat ip6 to fd00::3"),
+    ({"vmap": {"key": {"meta": {"key": "oifname"}}, "data": "@nmz-post"}},
+     "oifname vmap @nmz-post"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("part", "text"), STATEMENTS, ids=[t for _, t in STATEMENTS])
+def test_each_statement_reads_as_nft_prints_it(part, text):
+    assert statement(part) == text
+
+
+def test_a_statement_it_does_not_know_reads_as_its_json_and_matches_no_plan():
+    part = {"queue": {"num": 3}}
+    assert statement(part) == json.dumps(part)
+    assert not same_rule(statement(part), "queue num 3")
+
+
+LISTING = {
+    "nftables": [
+        {"metainfo": {"version": "1.0.6", "json_schema_version": 1}},
+        {"table": {"family": "inet", "name": "nm-zones", "handle": 1}},
+        {"set": {"family": "inet", "name": "nmz-until-9", "table": "nm-zones", "type": "ifname"}},
+        {"map": {"family": "inet", "name": "nmz-input", "table": "nm-zones", "type": "ifname",
+                 "map": "verdict", "elem": [["eth0", {"jump": {"target": "nmz-if-eth0-in"}}]]}},
+        {"map": {"family": "inet", "name": "nmz-pre", "table": "nm-zones", "type": "ifname",
+                 "map": "verdict"}},
+        {"chain": {"family": "inet", "table": "nm-zones", "name": "input", "handle": 7,
+                   "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}},
+        {"chain": {"family": "inet", "table": "nm-zones", "name": "nmz-if-ab/12-in"}},
+        {"chain": {"family": "inet", "table": "nm-zones", "name": "nmz-if-eth0-in"}},
+        {"rule": {"family": "inet", "table": "nm-zones", "chain": "input", "handle": 20,
+                  "expr": [{"vmap": {"key": {"meta": {"key": "iifname"}},
+                                     "data": "@nmz-input"}}]}},
+        {"rule": {"family": "inet", "table": "nm-zones", "chain": "nmz-if-eth0-in",
+                  "handle": 21, "expr": [_match(CT_STATE, "invalid", "in"), {"drop": None}]}},
+        {"rule": {"family": "inet", "table": "nm-zones", "chain": "nmz-if-eth0-in",
+                  "handle": 22, "expr": [{"reject": {"type": "icmp",
+                                                     "expr": "host-prohibited"}}]}},
+        {"rule": {"family": "inet", "table": "nm-zones", "chain": "nmz-if-eth0-in",
+                  "handle": 23, "expr": [{"accept": None}], "comment": "another's"}},
+    ]
+}  # fmt: skip
+
+
+def test_a_listing_gives_chains_with_their_rules_and_maps_with_their_elements():
+    chains, maps = parse_listing(json.dumps(LISTING))
+    assert chains == {
+        "input": ["iifname vmap @nmz-input"],  # the hook is not a rule
+        "nmz-if-ab~12-in": [],  # a hashed name as the plans spell it
+        "nmz-if-eth0-in": [
+            "ct state invalid drop",
+            "reject with icmp host-prohibited",
+            'accept comment "another\'s"',  # a comment nm-zones never writes
+        ],
+    }
+    assert maps == {"nmz-input": {"eth0": "jump nmz-if-eth0-in"}, "nmz-pre": {}}
+    assert parse_listing("") is None
+
+
+def test_a_level_the_listing_cannot_say_stands_for_any_level_and_nothing_else():
+    listed = "ct state new socket cgroupv2 level ? @nmz-app-1 accept"
+    assert same_rule(listed, "ct state new socket cgroupv2 level 3 @nmz-app-1 accept")
+    assert not same_rule(listed, "ct state new socket cgroupv2 level 3 @nmz-app-2 accept")
+    assert not same_rule(listed, "ct state new socket cgroupv2 level 3 @nmz-app-1 drop")
+    assert not same_rule("tcp dport ? accept", "tcp dport 22 accept")
+    assert same_rules([listed], ["ct state new socket cgroupv2 level 1 @nmz-app-1 accept"])
+    assert not same_rules(None, [])
+    assert not same_rules([listed], [])
