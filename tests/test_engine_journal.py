@@ -382,6 +382,24 @@ def allow(world, interface: str, what: str, seconds: float) -> None:
     world.run(action)
 
 
+@pytest.mark.parametrize("what", ["without:ssh", "masquerade"])
+def test_the_zone_editor_revokes_a_runtime_feature_of_the_zone(world, what):
+    """The zone editor's revoke button on a runtime removal (firewall-cmd's
+    --remove-service) or masquerade: the allowance ends, the interface is committed again."""
+    from nm_zones.config.load import load
+    from nm_zones.doors.zone_editor import revoke_allowance
+
+    world.assign("eth9", "public")
+    allow(world, "eth9", what, 0)
+    assert [a[2] for a in world.state().allowances] == [what]
+    with_it = world.fake.content_of("eth9")
+    loaded = load(world.paths)
+    world.run(lambda e, s: revoke_allowance(e, loaded, "public", "eth9", what, s))
+    assert world.state().allowances == []
+    assert world.fake.content_of("eth9") != with_it
+    assert recorded_matches_kernel(world, world.fake)
+
+
 def test_an_expired_allowance_leaves_the_kernel_at_the_next_run(world):
     world.assign("eth9", "public")
     plain = world.ipt.content_of("eth9")

@@ -113,43 +113,12 @@ class SettingsWindow(Adw.ApplicationWindow):
         self.empty = Adw.ActionRow(title=_("No active connection has a zone"))
         self.connections.add(self.empty)
         page.add(self.connections)
-
-        defaults = Adw.PreferencesGroup(
-            title=_("Defaults"),
-            description=_("The zone of networks that have no zone of their own."),
-        )
-        self.defaults: dict[str, ZoneChoice] = {}
-        for key, title in DEFAULTS:
-            choice = ZoneChoice(
-                _(title), lambda zone, key=key: self.set_default(key, zone), key != "default-zone"
-            )
-            row = Adw.ActionRow(title=_(title), activatable_widget=choice.widget)
-            row.add_suffix(choice.widget)
-            defaults.add(row)
-            self.defaults[key] = choice
-        page.add(defaults)
-
+        page.add(self._defaults_group())
         self.networks = KnownNetworks(service, self.show, self.done, ZoneChoice)
         page.add(self.networks.widget)
         self.programs = ProgramAnswers(service, self.show, self.done)
         page.add(self.programs.widget)
-
-        general = Adw.PreferencesGroup(title=_("General"))
-        self.enabled = switch_row(
-            general,
-            _("Zone support"),
-            _("When off, nm-zones puts no firewall rules on any interface"),
-        )
-        self.enabled.connect("state-set", self.set_enabled)
-        self.notify_switch = switch_row(
-            general,
-            _("Notifications"),
-            _("Ask for the zone of a network that joins without one"),
-            notifications_enabled(),
-        )
-        self.notify_switch.connect("notify::active", self.set_notifications)
-        page.add(general)
-
+        page.add(self._general_group())
         self.status = Gtk.Label(
             wrap=True,
             xalign=0,
@@ -164,6 +133,48 @@ class SettingsWindow(Adw.ApplicationWindow):
         self.editor = ZoneEditor(
             service, self.show, self.done, ZoneChoice(_("Zone to edit"), lambda _zone: None)
         )
+        self.set_content(self._views(page))
+        service.follow(self.on_signal, network_manager=True)
+        self.refresh()
+
+    def _defaults_group(self) -> Adw.PreferencesGroup:
+        """The default zones of networks without one (wired, wireless, any)."""
+        defaults = Adw.PreferencesGroup(
+            title=_("Defaults"),
+            description=_("The zone of networks that have no zone of their own."),
+        )
+        self.defaults: dict[str, ZoneChoice] = {}
+        for key, title in DEFAULTS:
+            choice = ZoneChoice(
+                _(title), lambda zone, key=key: self.set_default(key, zone), key != "default-zone"
+            )
+            row = Adw.ActionRow(title=_(title), activatable_widget=choice.widget)
+            row.add_suffix(choice.widget)
+            defaults.add(row)
+            self.defaults[key] = choice
+        return defaults
+
+    def _general_group(self) -> Adw.PreferencesGroup:
+        """Zone support and notifications on or off."""
+        general = Adw.PreferencesGroup(title=_("General"))
+        self.enabled = switch_row(
+            general,
+            _("Zone support"),
+            _("When off, nm-zones puts no firewall rules on any interface"),
+        )
+        self.enabled.connect("state-set", self.set_enabled)
+        self.notify_switch = switch_row(
+            general,
+            _("Notifications"),
+            _("Ask for the zone of a network that joins without one"),
+            notifications_enabled(),
+        )
+        self.notify_switch.connect("notify::active", self.set_notifications)
+        return general
+
+    def _views(self, page: Adw.PreferencesPage) -> Gtk.Box:
+        """The two pages (connections, zones) under a header that switches them, and the
+        status line below."""
         self.views = Gtk.Stack(vexpand=True)
         self.views.add_titled(page, "connections", _("Connections"))
         self.views.add_titled(self.editor, "zones", _("Zones"))
@@ -173,10 +184,7 @@ class SettingsWindow(Adw.ApplicationWindow):
         box.append(header)
         box.append(self.views)
         box.append(self.status)
-        self.set_content(box)
-
-        service.follow(self.on_signal, network_manager=True)
-        self.refresh()
+        return box
 
     # -- reading -------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ into warnings as it does against firewalld.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from types import SimpleNamespace
 
 from ..config.load import load
@@ -326,8 +327,6 @@ class RuntimeZones:
     @classmethod
     def _check_forward(cls, port: str, protocol: str, to_port: str, to_addr: str) -> str:
         """firewalld's checks of a forward port, then its allowance's name."""
-        import ipaddress
-
         check_port(port, protocol)
         if not to_port and not to_addr:
             raise FirewallError("INVALID_FORWARD", "port or address needed")

@@ -12,6 +12,7 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+from ..backends import choose
 from ..config.appname import check_app
 from ..config.load import load
 from ..engine import IN_KERNEL, allowed_for
@@ -261,8 +262,6 @@ class ListenerWatch:
 
 
 def backend_name(config) -> str:
-    from ..backends import choose
-
     return choose(config.settings.backend)[0]
 
 

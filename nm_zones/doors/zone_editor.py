@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from ..engine import IN_KERNEL, Engine
 from ..errors import UsageError
 from ..ruleset.allowances import expired
+from ..ruleset.runtime_features import is_feature
 from ..state import State
 from .allow import Request, check_what, run
 from .common import DISABLED
@@ -60,10 +61,13 @@ def zone_details(loaded, state: State, name: str) -> dict[str, tuple[str, object
 
 
 def _request(command: str, what: str, loaded, zone: str, interface: str, permanent: bool):
+    """A revoke of a runtime feature (masquerade, a forward port, a removal of what the
+    zone's file lists: ruleset/runtime_features.py) names it as the state holds it."""
     args = SimpleNamespace(
         command=command, zone=zone, interface=interface, duration="", permanent=permanent
     )
-    return Request(args, check_what(what, loaded), loaded)
+    feature = command == "revoke" and not permanent and is_feature(what)
+    return Request(args, what if feature else check_what(what, loaded), loaded)
 
 
 def edit_zone(engine: Engine, loaded, zone: str, what: str, add: bool, state: State) -> None:
