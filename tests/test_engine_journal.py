@@ -207,6 +207,25 @@ def test_a_zone_wide_reload_commits_each_table_once(world, which):
     assert recorded_matches_kernel(world, fake)
 
 
+def test_a_zone_wide_change_goes_to_syslog_once_it_is_in_the_kernel(world, monkeypatch):
+    """Each interface's line in syslog is written after the joint commit, and none for an
+    interface whose commit was refused."""
+    said = []
+    monkeypatch.setattr(
+        "nm_zones.engine.journal.record",
+        lambda change: said.append((change.interface, len(world.ipt.commits))),
+    )
+    world.assign("eth8", "home")
+    world.assign("eth9", "home")
+    world.write("zones.d/home.yaml", "services: [ssh]\n")
+    world.ipt.refuse_interface("eth8")
+    before = len(world.ipt.commits)
+    said.clear()
+    world.run(lambda e, s: e.reload(s))
+    assert [interface for interface, _ in said] == ["eth9"]
+    assert all(commits > before for _, commits in said)
+
+
 @pytest.mark.parametrize("which", ["iptables", "nftables"])
 def test_a_zone_wide_commit_cut_short_is_finished_by_the_next_run(world, which):
     """Every interface of the zone is journaled `applying` before the one commit: a run

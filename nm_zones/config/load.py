@@ -230,13 +230,14 @@ def load_service(path: str, name: str) -> tuple[Service | None, list[Problem]]:
         if not check.problems:
             check.add(1, "", "empty service file (give at least ports or protocols)")
         return None, check.problems
+    destination = _destination(check, doc)  # checked first, as the file's readers expect
     service = Service(
         name=name,
         description=check.text(doc, "description"),
         ports=check.ports(doc, "ports"),
         protocols=check.names(doc, "protocols", IP_PROTOCOLS, "protocol"),
         source_ports=check.ports(doc, "source-ports"),
-        destination=_destination(check, doc),
+        destination=destination,
         helpers=check.names(doc, "helpers", CONNTRACK_HELPERS, "conntrack helper"),
     )
     return (None if check.problems else service), check.problems

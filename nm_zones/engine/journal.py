@@ -67,6 +67,10 @@ class Journal:
 
     def _changed(self, change: Change) -> Change:
         self.changes.append(change)
+        return self._changed_said(change)
+
+    def _changed_said(self, change: Change) -> Change:
+        """The change in syslog (log.record), once it is in the kernel."""
         record(change)
         return change
 

@@ -29,20 +29,39 @@ class Together:
     """The part of the Engine that commits several interfaces as one."""
 
     _pending: list[Pending] | None = None  # while `together` runs: the commits waiting
+    _deferred: list[Change] | None = None  # and the changes not yet in syslog
 
     def together(self, state: State, steps: Iterable[Callable[[], object]]) -> set[str]:
         """Run `steps` (each binds one interface: apply_interface, reapply, or a step that
         removes one, which commits at once), then commit the bindings they made in one
         transaction. Returns the interfaces whose commit failed (said and marked, as
-        `failed` does); the others are committed even when a step raised."""
-        self._pending = []
+        `failed` does); the others are committed even when a step raised. Called inside
+        another `together`, its steps join that one's transaction."""
+        if self._pending is not None:
+            for step in steps:
+                step()
+            return set()
+        self._pending, self._deferred = [], []
         try:
             for step in steps:
                 step()
         finally:
             pending, self._pending = self._pending, None
+            deferred, self._deferred = self._deferred, None
             failed = self._commit_pending(state, pending)
+            failed_changes = [p.change for p in pending if p.interface in failed]
+            for change in deferred:
+                if not any(change is gone for gone in failed_changes):
+                    self._changed_said(change)  # in syslog once it is in the kernel
         return failed
+
+    def _changed(self, change: Change) -> Change:
+        """Inside `together`, a change goes to syslog once the joint commit is made."""
+        if self._deferred is None:
+            return super()._changed(change)
+        self.changes.append(change)
+        self._deferred.append(change)
+        return change
 
     def _wait_or_commit(self, state: State, pending: Pending) -> Pending | None:
         """Inside `together`: keep `pending` for the one commit; else commit it now."""
@@ -64,12 +83,20 @@ class Together:
                 for one in pending:
                     one.applied()
 
+            committed = []
+
+            def apply_all() -> None:
+                self.backend.apply_many(items)
+                committed.append(True)
+
             try:
-                self.commit(state, committing, lambda: self.backend.apply_many(items), applied_all)
+                self.commit(state, committing, apply_all, applied_all)
                 self._flows_said(pending)
                 return set()
             except (KernelError, OSError):
-                pass  # one at a time: an interface the kernel refuses holds back no other
+                if committed:  # in the kernel; the state's save failed: the journal repairs
+                    raise
+                # one at a time: an interface the kernel refuses holds back no other
         failed = set()
         for one in pending:
             try:
