@@ -554,34 +554,15 @@ def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
         return False  # this host opened it, or it came in elsewhere
     reply_source = ipaddress.ip_address(flow.reply_source())
     inbound = host.is_local(reply_source)  # after any translation: to this host, or on
-    ports = flow.proto in PORT_PROTOCOLS
-    icmp_type = flow.orig.get("CTA_PROTO_ICMP_TYPE", flow.orig.get("CTA_PROTO_ICMPV6_TYPE"))
-    first = Packet(
-        family,
-        flow.proto,
-        source,
-        destination,
-        flow.orig.get("CTA_PROTO_SRC_PORT") if ports else None,
-        flow.orig.get("CTA_PROTO_DST_PORT") if ports else None,
-        icmp_type,
-    )
+    first = _first_packet(flow, family, source, destination)
     forwarding = translation(chain(new, family, "nat", "pre"), first)
     if flow.status & IPS_DST_NAT:
-        if forwarding is not None:
-            to_address, to_port = forwarding
-            same_place = (
-                host.is_local(reply_source)
-                if to_address is None
-                else reply_source == ipaddress.ip_address(to_address)
-            )
-            if not same_place or flow.reply.get("CTA_PROTO_SRC_PORT") != (to_port or first.dport):
-                return True  # the new zone sends such packets elsewhere
-        elif translation(chain(old, family, "nat", "pre"), first) is not None:
-            return True  # forwarded by the old zone; the new one forwards nothing there
+        if _sent_elsewhere(flow, family, host, old, forwarding, first, reply_source):
+            return True
         # the filter rules see the packet as translated, in conntrack state DNAT (address
         # translation by the new zone, or by someone else: docker's published ports)
         first.daddr = reply_source
-        if ports:
+        if flow.proto in PORT_PROTOCOLS:
             first.dport = flow.reply.get("CTA_PROTO_SRC_PORT")
         first.states = frozenset({"NEW", "DNAT"})
     elif forwarding is not None:
@@ -591,60 +572,105 @@ def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
     return not accepts(chain(new, family, "filter", "in" if inbound else "fwd"), first)
 
 
+def _first_packet(flow: Flow, family: str, source, destination) -> Packet:
+    """The flow's first packet, as the zone's rules would have seen it arrive."""
+    ports = flow.proto in PORT_PROTOCOLS
+    icmp_type = flow.orig.get("CTA_PROTO_ICMP_TYPE", flow.orig.get("CTA_PROTO_ICMPV6_TYPE"))
+    return Packet(
+        family,
+        flow.proto,
+        source,
+        destination,
+        flow.orig.get("CTA_PROTO_SRC_PORT") if ports else None,
+        flow.orig.get("CTA_PROTO_DST_PORT") if ports else None,
+        icmp_type,
+    )
+
+
+def _sent_elsewhere(flow: Flow, family: str, host: Host, old, forwarding, first, reply_source):
+    """A flow whose destination was translated: True when the new zone would send its first
+    packet elsewhere, or forwards nothing where the old zone did."""
+    import ipaddress
+
+    if forwarding is None:
+        return translation(chain(old, family, "nat", "pre"), first) is not None
+    to_address, to_port = forwarding
+    same_place = (
+        host.is_local(reply_source)
+        if to_address is None
+        else reply_source == ipaddress.ip_address(to_address)
+    )
+    return not same_place or flow.reply.get("CTA_PROTO_SRC_PORT") != (to_port or first.dport)
+
+
 def _end(conntrack, attr_tuple, flow: Flow, host: Host) -> tuple[int, str]:
     """End one flow: label its entry (the zones' chains drop its packets from now on, either
     way), and abort the local socket of a TCP connection to this host (nothing here sends
     on it again, even once the entry has expired). Returns (1 when the flow ended here,
     else 0; what went wrong, or "")."""
-    import errno
-    import ipaddress
-
-    from pyroute2.netlink.exceptions import NetlinkError
-
     if flow.labels & ENDED_BIT:
         return 0, ""  # ended by an earlier switch: still labeled
-    request = {"tuple_orig": _orig_tuple(attr_tuple, flow)}
-    if flow.zone:
-        request["zone"] = flow.zone
-    labeled = True
-    try:
-        conntrack.entry("set", labels=ENDED_BIT, labels_mask=ENDED_BIT, **request)
-    except NetlinkError as error:
-        if error.code == errno.ENOENT:
-            return 0, ""  # it ended by itself
-        if error.code != errno.ENOSPC:
-            raise
-        # made while no rule used labels: no room for one. Deleted instead, the peer's next
-        # packet meets the new zone as a new flow; this host's would revive it, so only a
-        # TCP connection whose socket is aborted below counts as ended
-        labeled = False
-        try:
-            conntrack.entry("del", **request)
-        except NetlinkError as deleting:
-            if deleting.code != errno.ENOENT:
-                raise
-    why = "not a TCP connection to this host"
-    if flow.proto == 6 and host.is_local(ipaddress.ip_address(flow.reply_source())):
-        from .sockdiag import destroy_tcp
-
-        reply = flow.reply
-        try:  # aborted now, or gone before: nothing here sends on it again
-            destroy_tcp(
-                flow.reply_source(),
-                reply["CTA_PROTO_SRC_PORT"],
-                reply.get("CTA_IP_V4_DST") or reply["CTA_IP_V6_DST"],
-                reply["CTA_PROTO_DST_PORT"],
-                host.ifindex,  # a link-local connection is bound to its link
-            )
-            return 1, ""
-        except OSError as error:  # EOPNOTSUPP: the label (if any) still holds while it lives
-            why = f"cannot abort its socket: {error.strerror or error}"
-    if labeled:
+    labeled = _label(conntrack, attr_tuple, flow)
+    if labeled is None:
+        return 0, ""  # it ended by itself
+    why = _abort_socket(flow, host)
+    if why == "" or labeled:
         return 1, ""
     return 0, (
         f"{flow.source()} -> {flow.destination()} predates nm-zones' label rules and could"
         f" only be deleted ({why})"
     )
+
+
+def _label(conntrack, attr_tuple, flow: Flow) -> bool | None:
+    """Label the flow's entry ended: True; deleted, as an entry made while no rule used
+    labels has no room for one: False; None when the entry is gone already."""
+    import errno
+
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    request = {"tuple_orig": _orig_tuple(attr_tuple, flow)}
+    if flow.zone:
+        request["zone"] = flow.zone
+    try:
+        conntrack.entry("set", labels=ENDED_BIT, labels_mask=ENDED_BIT, **request)
+        return True
+    except NetlinkError as error:
+        if error.code == errno.ENOENT:
+            return None
+        if error.code != errno.ENOSPC:
+            raise
+    # deleted instead, the peer's next packet meets the new zone as a new flow; this
+    # host's would revive it, so only a TCP connection whose socket is aborted counts
+    try:
+        conntrack.entry("del", **request)
+    except NetlinkError as deleting:
+        if deleting.code != errno.ENOENT:
+            raise
+    return False
+
+
+def _abort_socket(flow: Flow, host: Host) -> str:
+    """Abort the local socket of a TCP connection to this host: "" when it is aborted (or
+    gone before: nothing here sends on it again), else why not."""
+    import ipaddress
+
+    if flow.proto != 6 or not host.is_local(ipaddress.ip_address(flow.reply_source())):
+        return "not a TCP connection to this host"
+    from .sockdiag import destroy_tcp
+
+    reply = flow.reply
+    try:
+        destroy_tcp(
+            flow.reply_source(),
+            reply["CTA_PROTO_SRC_PORT"],
+            reply.get("CTA_IP_V4_DST") or reply["CTA_IP_V6_DST"],
+            reply["CTA_PROTO_DST_PORT"],
+            host.ifindex,  # a link-local connection is bound to its link
+        )
+        return ""
+    except OSError as error:  # EOPNOTSUPP: the label (if any) still holds while it lives
+        return f"cannot abort its socket: {error.strerror or error}"
 
 
 def _orig_tuple(attr_tuple, flow: Flow):

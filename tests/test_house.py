@@ -16,7 +16,7 @@ from tests.harness.lab import REPO
 
 LIMITS = {
     "long-functions": 0,
-    "event-path-long-functions": 2,
+    "event-path-long-functions": 0,
     "circles": 0,
     "upward-edges": 0,
     "positional-spec-uses": 0,
