@@ -8,12 +8,11 @@ table on every event and must not import json (which nftables.py does at import)
 because Debian 12's copy lacks calls newer versions have: the library is what matters, and
 it comes with the `nftables` package either way (libnftables1).
 
-Only ctypes is imported here: the quick path of every event uses `list_table`.
+Only _ctypes, ctypes' C core, is imported here: the quick path of every event uses
+`list_table`, and the ctypes package would cost every process that commits 1-2 ms more.
 """
 
 from __future__ import annotations
-
-import ctypes
 
 from ...errors import SystemFailure
 
@@ -23,32 +22,64 @@ FAMILY = "inet"
 # enum nft_ctx_output_flags (nftables/libnftables.h)
 OUTPUT_STATELESS = 1 << 2
 OUTPUT_JSON = 1 << 4
+# the calls nm-zones makes: name -> (result, arguments), as ctypes' _type_ codes:
+# P void *, z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool
+CALLS = {
+    "nft_ctx_new": ("P", "I"),
+    "nft_ctx_free": (None, "P"),
+    "nft_run_cmd_from_buffer": ("i", "Pz"),
+    "nft_ctx_output_set_flags": (None, "PI"),
+    "nft_ctx_buffer_output": ("i", "P"),
+    "nft_ctx_buffer_error": ("i", "P"),
+    "nft_ctx_get_output_buffer": ("z", "P"),
+    "nft_ctx_get_error_buffer": ("z", "P"),
+    "nft_ctx_set_dry_run": (None, "P?"),
+}
 
 
 class NftError(SystemFailure):
     """libnftables is missing, or refused a script (the text says why)."""
 
 
+class Library:
+    """libnftables' calls (CALLS), each a function of Python values."""
+
+    def __init__(self):
+        import _ctypes
+
+        try:
+            handle = _ctypes.dlopen(SONAME, 0)
+        except OSError as error:
+            raise NftError(f"{SONAME} cannot be loaded ({error}): install nftables") from None
+        types: dict = {None: None}  # a result of None: void
+        for code in "PzIi?":
+            types[code] = type(f"c_{code}", (_ctypes._SimpleCData,), {"_type_": code})
+
+        class Lib:
+            _handle = handle
+
+        for name, (result, arguments) in CALLS.items():
+            function = type(
+                name,
+                (_ctypes.CFuncPtr,),
+                {
+                    "_flags_": _ctypes.FUNCFLAG_CDECL,
+                    "_restype_": types[result],
+                    "_argtypes_": tuple(types[code] for code in arguments),
+                },
+            )
+            setattr(self, name, function((name, Lib)))
+
+
+_library: Library | None = None
+
+
 class Nft:
     """One libnftables context; `run(script)` is one transaction in the kernel."""
 
     def __init__(self, flags: int = 0):
-        try:
-            lib = ctypes.CDLL(SONAME)
-        except OSError as error:
-            raise NftError(f"{SONAME} cannot be loaded ({error}): install nftables") from None
-        lib.nft_ctx_new.restype = ctypes.c_void_p
-        lib.nft_ctx_new.argtypes = [ctypes.c_uint32]
-        lib.nft_ctx_free.argtypes = [ctypes.c_void_p]
-        lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        lib.nft_run_cmd_from_buffer.restype = ctypes.c_int
-        lib.nft_ctx_output_set_flags.argtypes = [ctypes.c_void_p, ctypes.c_uint]
-        for name in ("nft_ctx_buffer_output", "nft_ctx_buffer_error"):
-            getattr(lib, name).argtypes = [ctypes.c_void_p]
-        for name in ("nft_ctx_get_output_buffer", "nft_ctx_get_error_buffer"):
-            getattr(lib, name).argtypes = [ctypes.c_void_p]
-            getattr(lib, name).restype = ctypes.c_char_p
-        lib.nft_ctx_set_dry_run.argtypes = [ctypes.c_void_p, ctypes.c_bool]
+        global _library
+        lib = _library = _library or Library()
         self.lib = lib
         self.ctx = lib.nft_ctx_new(0)
         if not self.ctx:
