@@ -982,6 +982,14 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(error)
 
 
+def run() -> None:
+    """The command's process, as its launchers start it: main(), then the process's end
+    (common.end_process). main() itself returns, for callers in a process of their own."""
+    from .common import end_process
+
+    end_process(main())
+
+
 def _failed(error: NmZonesError | OSError) -> int:
     """The command's one error handler: what went wrong in one line (a config's problems,
     one line each), on stderr, and in syslog too when the system failed rather than the

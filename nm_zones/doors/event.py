@@ -101,14 +101,7 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
 
 
 def main() -> None:
-    """The hook's process: the event, then its exit without the interpreter's teardown of
-    every module and object (2-3 ms an event; nothing is left to do by then: the state is
-    on disk, the kernel's sockets and locks go with the process)."""
-    status = handle(sys.argv, dict(os.environ))
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a reader gone: nothing more to tell it
-            pass
-    os._exit(status)
+    """The hook's process: the event, then its end (common.end_process)."""
+    from .common import end_process
+
+    end_process(handle(sys.argv, dict(os.environ)))
