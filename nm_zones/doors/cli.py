@@ -984,8 +984,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The command's process, as its launchers start it: main(), then the process's end
-    (common.end_process). main() itself returns, for callers in a process of their own."""
-    from .common import end_process
+    (doors/__init__.py). main() itself returns, for callers in a process of their own."""
+    from . import end_process
 
     end_process(main())
 

@@ -5,7 +5,6 @@ zones and services. It imports none of them, so none of them needs another's pri
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ..errors import ConfigError
@@ -14,19 +13,6 @@ from ..paths import Paths
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DISABLED = 0, 1, 2, 3
 DISABLED = "nm-zones is disabled (nm-zones enable)"
 PANIC_LINE = "panic mode: every packet in and out is dropped, loopback's excepted"
-
-
-def end_process(status: int) -> None:
-    """The end of a hook or command process: its output flushed, then the exit without the
-    interpreter's teardown of every module and object (2-3 ms a process; nothing is left to
-    do by then: the state is on disk, sockets and locks go with the process)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a reader gone: nothing more to tell it
-            pass
-    os._exit(status)
 
 
 def open_engine():

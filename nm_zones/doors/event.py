@@ -101,7 +101,7 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
 
 
 def main() -> None:
-    """The hook's process: the event, then its end (common.end_process)."""
-    from .common import end_process
+    """The hook's process: the event, then its end (doors/__init__.py)."""
+    from . import end_process
 
     end_process(handle(sys.argv, dict(os.environ)))
