@@ -130,9 +130,6 @@ BACKEND = {
         "ctypes",  # python-iptables is built on it (nftables: libnft.py uses _ctypes alone)
         "ctypes._endian",
         "errno",
-        "importlib.machinery",
-        "pwd",
-        "sysconfig",
         "zlib",
         "iptc",
         "iptc.*",
