@@ -351,3 +351,26 @@ def test_views_share_one_netlink_socket_and_skip_stale_replies(lab):
     lab.nm_zones("apply", lab.add_link().name, "home")
     result = lab.run(lab.zoned, [PYTHON, "-S", "-c", VIEW_READS])
     assert result.stdout.split() == ["True", "1"], result.stdout + result.stderr
+
+
+COMMIT_AND_END = """
+import os, sys
+from nm_zones.backends.nftables.libnft import Nft
+from nm_zones.doors import end_process
+
+Nft().run("add table inet scratch\\nadd chain inet scratch c\\nflush chain inet scratch c\\n")
+print(os.getpid(), flush=True)
+end_process(3)
+"""
+
+
+def test_a_process_that_committed_hands_its_sockets_to_a_child_that_outlives_it(lab):
+    """The release of an nf_tables socket after a commit waits for an RCU grace period; a
+    process that committed leaves that to a child (libnft.outlive_grace_period), which
+    keeps none of its standard streams: the caller has the status and the end of the
+    output when the process ends."""
+    argv = [PYTHON, "-S", "-c", COMMIT_AND_END]
+    result = lab.run(lab.zoned, argv, check=False)  # returns once stdout and stderr end
+    assert result.returncode == 3, result.stderr
+    assert "chain c" in lab.run(lab.zoned, ["nft", "list", "table", "inet", "scratch"]).stdout
+    lab.run(lab.zoned, ["nft", "delete", "table", "inet", "scratch"])

@@ -15,4 +15,7 @@ def end_process(status: int) -> None:
                 stream.flush()
         except (OSError, ValueError):  # a reader gone: nothing more to tell it
             pass
+    libnft = sys.modules.get("nm_zones.backends.nftables.libnft")
+    if libnft is not None:  # a process that committed to nftables: see outlive_grace_period
+        libnft.outlive_grace_period()
     os._exit(status)

@@ -14,6 +14,9 @@ Only _ctypes, ctypes' C core, is imported here: the quick path of every event us
 
 from __future__ import annotations
 
+import os
+import sys
+
 from ...errors import SystemFailure
 
 SONAME = "libnftables.so.1"
@@ -72,6 +75,7 @@ class Library:
 
 
 _library: Library | None = None
+_committed = False  # a transaction was sent from this process (see outlive_grace_period)
 
 
 class Nft:
@@ -90,7 +94,9 @@ class Nft:
 
     def run(self, script: str, dry_run: bool = False) -> str:
         """Run a script as one transaction; its output, or NftError with nft's message."""
+        global _committed
         self.lib.nft_ctx_set_dry_run(self.ctx, dry_run)
+        _committed = _committed or not dry_run
         status = self.lib.nft_run_cmd_from_buffer(self.ctx, script.encode())
         output = (self.lib.nft_ctx_get_output_buffer(self.ctx) or b"").decode(errors="replace")
         error = (self.lib.nft_ctx_get_error_buffer(self.ctx) or b"").decode(errors="replace")
@@ -112,3 +118,48 @@ def list_table(nft: Nft | None = None) -> str:
         return nft.run(f"list table {FAMILY} {TABLE}")
     except NftError:
         return ""  # no such table (or nftables unusable: then the view is empty too)
+
+
+def outlive_grace_period() -> None:
+    """Called by a process about to end (doors.end_process) that sent nftables a
+    transaction: the kernel's release of its nf_tables netlink sockets (libnftables' and
+    nfnetlink's) waits until that transaction's objects are freed, an RCU grace period
+    after the commit, 5-15 ms that whoever waits for this process (NetworkManager, an
+    admin) would wait too. A child that holds them until this process has ended (its read
+    of a pipe ends then) releases them instead, its standard streams and every other file
+    closed at once. Nothing is left undone: the commit is checked and the state saved by
+    then; without a fork (none possible, threads) the process releases them itself."""
+    if not _committed or (
+        "threading" in sys.modules and sys.modules["threading"].active_count() > 1
+    ):
+        return
+    try:
+        read_end, write_end = os.pipe()
+        child = os.fork()
+    except OSError:
+        return
+    if child:
+        os.close(read_end)  # write_end stays open until this process ends
+        return
+    try:
+        os.close(write_end)
+        _keep_sockets_only(read_end)
+        os.read(read_end, 1)  # b"" once the parent has ended
+    finally:
+        os._exit(0)
+
+
+def _keep_sockets_only(keep: int) -> None:
+    """Close every file of this (forked) process but `keep` and its sockets other than
+    the standard streams (nothing imported: stderr may still be the caller's)."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            socket = fd > 2 and os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if fd != keep and not socket:
+            try:  # noqa: SIM105 - no import here, see above
+                os.close(fd)
+            except OSError:
+                pass
