@@ -128,6 +128,7 @@ def lab(tmp_path, backend):
 # each tier needs what those before it need
 TIERS = ("pure", "root", "netns", "nm_sandbox", "desktop", "deb")
 MODULE_TIERS = {
+    "test_cli.py": "pure",
     "test_config.py": "pure",
     "test_docs.py": "pure",
     "test_engine_journal.py": "pure",

@@ -40,8 +40,6 @@ STANDARD = [
     "collections.abc",
     "copy",
     "copyreg",
-    "ctypes",
-    "ctypes._endian",
     "datetime",
     "encodings",
     "encodings.aliases",
@@ -129,10 +127,9 @@ BACKEND = {
     "iptables": [
         "_bisect",
         "bisect",
+        "ctypes",  # python-iptables is built on it (nftables: libnft.py uses _ctypes alone)
+        "ctypes._endian",
         "errno",
-        "importlib.machinery",
-        "pwd",
-        "sysconfig",
         "zlib",
         "iptc",
         "iptc.*",
@@ -144,7 +141,6 @@ BACKEND = {
         "nm_zones.backends.iptables.kernel",
     ],
     "nftables": [
-        "contextlib",
         "nm_zones.backends.nftables",
         "nm_zones.backends.nftables.backend",
         "nm_zones.backends.nftables.libnft",

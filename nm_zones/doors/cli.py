@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import sys
 
@@ -23,8 +21,10 @@ from .common import (
     service_openings,
     zone_json,
 )
-from .detail import show_interface
-from .status import show_status
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # argparse is imported only for a command line that needs it
+    import argparse
 
 DESCRIPTION = """\
 Network zones for NetworkManager: every network gets a trust level (a zone), and the moment
@@ -394,6 +394,8 @@ def cmd_log(args) -> int:
 
     if args.interface:
         check_interface(args.interface)
+    import contextlib
+
     paths = _paths()
     with contextlib.suppress(KeyboardInterrupt):
         show(StateDir(paths.state).load(), load_config().config, args.interface, args.follow)
@@ -433,7 +435,13 @@ def cmd_gc(args) -> int:
 
 
 def cmd_status(args) -> int:
-    return show_interface(args) if args.interface else show_status(args)
+    if args.interface:
+        from .detail import show_interface
+
+        return show_interface(args)
+    from .status import show_status
+
+    return show_status(args)
 
 
 def _through_service(command: str, method: str, args: tuple) -> int | None:
@@ -537,6 +545,8 @@ def cmd_default_zone(args) -> int:
 
 def cmd_enable(args) -> int:
     _need_root("enable")
+    import contextlib
+
     from .nm import enable
 
     engine = open_engine()
@@ -591,16 +601,25 @@ def package_version() -> str:
         return "unknown"
 
 
-class _Version(argparse.Action):
-    """--version, worked out only when asked for (every command builds the parser)."""
+def _version_action() -> type:
+    """--version, worked out only when asked for (the parser is built for every command
+    that is not a plain one, see plain_args)."""
+    import argparse
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"nm-zones {package_version()}")
-        parser.exit()
+    class Version(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"nm-zones {package_version()}")
+            parser.exit()
+
+    return Version
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line, one helper per group of commands (their order is --help's)."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line, one helper per group of commands (their order is --help's); with
+    `only`, the subcommands but that one are left out (building them all costs ~10 ms):
+    what it parses and says for `nm-zones ONLY ...` is the same."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="nm-zones",
         description=DESCRIPTION,
@@ -609,8 +628,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from .networks import add_networks_commands
 
-    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    parser.add_argument(
+        "--version", action=_version_action(), nargs=0, help="print the version and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.only, sub.names = only, []  # _command: the one to build; every one it was asked for
+    parser.command_names = sub.names
     _add_config_commands(sub)
     _add_interface_commands(sub)
     _add_allow_commands(sub)
@@ -621,8 +644,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _LeftOut:
+    """What _command gives for a subcommand build_parser(only=...) leaves out: it takes
+    the calls that would describe it and does nothing."""
+
+    description = ""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
 def _command(sub, name, func, summary, example, **kwargs) -> argparse.ArgumentParser:
     """One subcommand: its summary is both its --help line and its description."""
+    getattr(sub, "names", []).append(name)
+    if getattr(sub, "only", None) not in (None, name):
+        return _LeftOut()  # type: ignore[return-value]
+    import argparse
+
     p = sub.add_parser(
         name,
         help=summary,
@@ -909,18 +947,71 @@ def _dash_port(argv: list[str]) -> str:
     return ""
 
 
+class PlainArgs:
+    """The parsed command line of a plain command (plain_args): what argparse's Namespace
+    would hold."""
+
+    def __init__(self, **values) -> None:
+        self.__dict__.update(values)
+
+
+# Commands whose parsers take positional arguments only, with their names: a command line
+# of exactly these, none starting with '-', parses without argparse (whose import and
+# parser cost a process 10-20 ms); anything else (-h, a missing or extra word) goes to
+# argparse, which says what it always said. test_cli checks each against argparse.
+PLAIN_COMMANDS = {
+    "apply": (cmd_apply, ("interface", "zone")),
+    "remove": (cmd_remove, ("interface",)),
+    "reload": (cmd_reload, ()),
+    "gc": (cmd_gc, ()),
+    "enable": (cmd_enable, ()),
+    "disable": (cmd_disable, ()),
+}
+
+
+def plain_args(argv: list[str]) -> PlainArgs | None:
+    """The parsed arguments of a plain command line (PLAIN_COMMANDS), else None."""
+    if not argv or argv[0] not in PLAIN_COMMANDS:
+        return None
+    func, names = PLAIN_COMMANDS[argv[0]]
+    words = argv[1:]
+    if len(words) != len(names) or any(word.startswith("-") for word in words):
+        return None
+    return PlainArgs(command=argv[0], func=func, **dict(zip(names, words, strict=True)))
+
+
+def parse(argv: list[str]):
+    """The parsed command line: without argparse for a plain one, else with a parser that
+    holds only the command given, or the whole tree (top-level options, --help, errors)."""
+    args = plain_args(argv)
+    if args is not None:
+        return args
+    only = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(only)
+    if only is not None and only not in parser.command_names:
+        parser = build_parser()  # not a command: the whole tree names them all
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     dash_port = _dash_port(argv)
     if dash_port:
         print(f"nm-zones: {dash_port}", file=sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(argv)
+    args = parse(argv)
     try:
         return args.func(args)
     except (NmZonesError, OSError) as error:  # the backends turned their libraries' into these
         return _failed(error)
+
+
+def run() -> None:
+    """The command's process, as its launchers start it: main(), then the process's end
+    (doors/__init__.py). main() itself returns, for callers in a process of their own."""
+    from . import end_process
+
+    end_process(main())
 
 
 def _failed(error: NmZonesError | OSError) -> int:

@@ -5,7 +5,6 @@ zones and services. It imports none of them, so none of them needs another's pri
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ..errors import ConfigError
@@ -33,6 +32,8 @@ def load_config(strict: bool = False):
 
 
 def print_json(value) -> None:
+    import json
+
     json.dump(value, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
 

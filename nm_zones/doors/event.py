@@ -101,4 +101,7 @@ def _run(paths, interface: str, action: str, env: dict, inputs: str) -> int:
 
 
 def main() -> None:
-    sys.exit(handle(sys.argv, dict(os.environ)))
+    """The hook's process: the event, then its end (doors/__init__.py)."""
+    from . import end_process
+
+    end_process(handle(sys.argv, dict(os.environ)))

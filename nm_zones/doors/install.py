@@ -254,8 +254,8 @@ def command_text(python: str, folders: list[str]) -> str:
         "# scan, so no .pth file slows it down or changes it.\n"
         "import sys\n\n"
         f"sys.path[:0] = {folders!r}\n\n"
-        "from nm_zones.doors.cli import main  # noqa: E402\n\n"
-        "sys.exit(main())\n"
+        "from nm_zones.doors.cli import run  # noqa: E402\n\n"
+        "run()\n"
     )
 
 

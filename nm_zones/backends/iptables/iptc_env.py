@@ -10,7 +10,7 @@ subprocess, socket and shlex, which the rules nm-zones commits never use. The tu
   layout; the unversioned `libxtables.so` of libxtables-dev says nothing), and swaps iptc's
   `find_library`, `find_libc` and `load_kernel` for versions that use them (modprobe runs
   only for a module the kernel has not loaded yet), before iptc's modules bind those names;
-- while iptc imports, `re`, `shlex`, `subprocess`, `socket`, `ctypes.util` and
+- while iptc imports, `re`, `shlex`, `subprocess`, `socket`, `ctypes.util`, `sysconfig` and
   `distutils.sysconfig` are stand-ins that hand every use on to the real module, imported
   then (rule parsing and printing, never an event); only what is the same either way is
   answered without it (socket's constants and address functions from its C core `_socket`,
@@ -79,10 +79,10 @@ def locate_libraries() -> dict[str, str]:
         if all(short in found for short in _LIBRARIES):
             break
     found["c"] = "libc.so.6"
-    from importlib.machinery import EXTENSION_SUFFIXES
+    from _imp import extension_suffixes  # importlib.machinery's EXTENSION_SUFFIXES: 1 ms more
 
     for entry in sys.path:
-        for suffix in EXTENSION_SUFFIXES:
+        for suffix in extension_suffixes():
             candidate = os.path.join(entry or ".", "libxtwrapper" + suffix)
             if os.path.exists(candidate):
                 found["xtwrapper"] = candidate
@@ -177,7 +177,10 @@ def _stand_ins() -> dict:
             return paths.get_path("purelib")
 
     distutils_sysconfig.get_python_lib = get_python_lib
+    sysconfig = LazyModule("sysconfig")  # iptc.util binds get_config_var: for a library
+    sysconfig.get_config_var = lambda name: sysconfig.real().get_config_var(name)  # not found
     return {
+        "sysconfig": sysconfig,
         "re": LazyRe("re"),
         "shlex": LazyModule("shlex"),
         "subprocess": subprocess,
@@ -189,7 +192,7 @@ def _stand_ins() -> dict:
 
 def _preload_util():
     """Execute iptc/util.py as `iptc.util` without running iptc/__init__.py first."""
-    from importlib.machinery import PathFinder
+    PathFinder = _path_finder()
 
     package = PathFinder.find_spec("iptc")
     if package is None or not package.submodule_search_locations:
@@ -203,6 +206,17 @@ def _preload_util():
     sys.modules["iptc.util"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _path_finder():
+    """importlib.machinery.PathFinder, without importing importlib (and warnings) on every
+    event: the import system's own, which it keeps in sys.meta_path."""
+    for finder in sys.meta_path:
+        if getattr(finder, "__name__", "") == "PathFinder" and hasattr(finder, "find_spec"):
+            return finder
+    from importlib.machinery import PathFinder
+
+    return PathFinder
 
 
 def _swap_util_functions(util, known: dict[str, str]) -> None:

@@ -10,12 +10,14 @@ package either way (libnftables1). Reading the table back is listing.py's (the J
 libnftables prints, off the event's path); the event's own view of the table is
 nfnetlink.py's.
 
-Only ctypes is imported here.
+Only _ctypes, ctypes' C core, is imported here: every process that commits loads this
+module, and the ctypes package would cost each of them 1-2 ms more.
 """
 
 from __future__ import annotations
 
-import ctypes
+import os
+import sys
 
 from ...errors import SystemFailure
 
@@ -25,32 +27,65 @@ FAMILY = "inet"
 # enum nft_ctx_output_flags (nftables/libnftables.h)
 OUTPUT_STATELESS = 1 << 2
 OUTPUT_JSON = 1 << 4
+# the calls nm-zones makes: name -> (result, arguments), as ctypes' _type_ codes:
+# P void *, z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool
+CALLS = {
+    "nft_ctx_new": ("P", "I"),
+    "nft_ctx_free": (None, "P"),
+    "nft_run_cmd_from_buffer": ("i", "Pz"),
+    "nft_ctx_output_set_flags": (None, "PI"),
+    "nft_ctx_buffer_output": ("i", "P"),
+    "nft_ctx_buffer_error": ("i", "P"),
+    "nft_ctx_get_output_buffer": ("z", "P"),
+    "nft_ctx_get_error_buffer": ("z", "P"),
+    "nft_ctx_set_dry_run": (None, "P?"),
+}
 
 
 class NftError(SystemFailure):
     """libnftables is missing, or refused a script (the text says why)."""
 
 
+class Library:
+    """libnftables' calls (CALLS), each a function of Python values."""
+
+    def __init__(self):
+        import _ctypes
+
+        try:
+            handle = _ctypes.dlopen(SONAME, 0)
+        except OSError as error:
+            raise NftError(f"{SONAME} cannot be loaded ({error}): install nftables") from None
+        types: dict = {None: None}  # a result of None: void
+        for code in "PzIi?":
+            types[code] = type(f"c_{code}", (_ctypes._SimpleCData,), {"_type_": code})
+
+        class Lib:
+            _handle = handle
+
+        for name, (result, arguments) in CALLS.items():
+            function = type(
+                name,
+                (_ctypes.CFuncPtr,),
+                {
+                    "_flags_": _ctypes.FUNCFLAG_CDECL,
+                    "_restype_": types[result],
+                    "_argtypes_": tuple(types[code] for code in arguments),
+                },
+            )
+            setattr(self, name, function((name, Lib)))
+
+
+_library: Library | None = None
+_committed = False  # a transaction was sent from this process (see outlive_grace_period)
+
+
 class Nft:
     """One libnftables context; `run(script)` is one transaction in the kernel."""
 
     def __init__(self, flags: int = 0):
-        try:
-            lib = ctypes.CDLL(SONAME)
-        except OSError as error:
-            raise NftError(f"{SONAME} cannot be loaded ({error}): install nftables") from None
-        lib.nft_ctx_new.restype = ctypes.c_void_p
-        lib.nft_ctx_new.argtypes = [ctypes.c_uint32]
-        lib.nft_ctx_free.argtypes = [ctypes.c_void_p]
-        lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        lib.nft_run_cmd_from_buffer.restype = ctypes.c_int
-        lib.nft_ctx_output_set_flags.argtypes = [ctypes.c_void_p, ctypes.c_uint]
-        for name in ("nft_ctx_buffer_output", "nft_ctx_buffer_error"):
-            getattr(lib, name).argtypes = [ctypes.c_void_p]
-        for name in ("nft_ctx_get_output_buffer", "nft_ctx_get_error_buffer"):
-            getattr(lib, name).argtypes = [ctypes.c_void_p]
-            getattr(lib, name).restype = ctypes.c_char_p
-        lib.nft_ctx_set_dry_run.argtypes = [ctypes.c_void_p, ctypes.c_bool]
+        global _library
+        lib = _library = _library or Library()
         self.lib = lib
         self.ctx = lib.nft_ctx_new(0)
         if not self.ctx:
@@ -61,7 +96,9 @@ class Nft:
 
     def run(self, script: str, dry_run: bool = False) -> str:
         """Run a script as one transaction; its output, or NftError with nft's message."""
+        global _committed
         self.lib.nft_ctx_set_dry_run(self.ctx, dry_run)
+        _committed = _committed or not dry_run
         status = self.lib.nft_run_cmd_from_buffer(self.ctx, script.encode())
         output = (self.lib.nft_ctx_get_output_buffer(self.ctx) or b"").decode(errors="replace")
         error = (self.lib.nft_ctx_get_error_buffer(self.ctx) or b"").decode(errors="replace")
@@ -95,3 +132,48 @@ def chain_ref(name: str) -> str:
 def chain_of(ref: str) -> str:
     """The inverse of chain_ref: a chain name as nm-zones' plans spell it."""
     return ref.strip('"').replace("/", "~")
+
+
+def outlive_grace_period() -> None:
+    """Called by a process about to end (doors.end_process) that sent nftables a
+    transaction: the kernel's release of its nf_tables netlink sockets (libnftables' and
+    nfnetlink's) waits until that transaction's objects are freed, an RCU grace period
+    after the commit, 5-15 ms that whoever waits for this process (NetworkManager, an
+    admin) would wait too. A child that holds them until this process has ended (its read
+    of a pipe ends then) releases them instead, its standard streams and every other file
+    closed at once. Nothing is left undone: the commit is checked and the state saved by
+    then; without a fork (none possible, threads) the process releases them itself."""
+    if not _committed or (
+        "threading" in sys.modules and sys.modules["threading"].active_count() > 1
+    ):
+        return
+    try:
+        read_end, write_end = os.pipe()
+        child = os.fork()
+    except OSError:
+        return
+    if child:
+        os.close(read_end)  # write_end stays open until this process ends
+        return
+    try:
+        os.close(write_end)
+        _keep_sockets_only(read_end)
+        os.read(read_end, 1)  # b"" once the parent has ended
+    finally:
+        os._exit(0)
+
+
+def _keep_sockets_only(keep: int) -> None:
+    """Close every file of this (forked) process but `keep` and its sockets other than
+    the standard streams (nothing imported: stderr may still be the caller's)."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            socket = fd > 2 and os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if fd != keep and not socket:
+            try:  # noqa: SIM105 - no import here, see above
+                os.close(fd)
+            except OSError:
+                pass

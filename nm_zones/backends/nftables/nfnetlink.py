@@ -12,6 +12,11 @@ Only the socket module's C core and struct are imported (the quick path of every
 this): pyroute2's nfnetlink classes would cost a third of a second to import, and it names
 nf_tables' attributes only as strings; the names here are those of linux/netfilter/
 nf_tables.h and linux/netlink.h.
+
+One socket per process (and thread), never closed: the kernel's release of an nf_tables
+netlink socket waits until the objects of the last transaction are freed, an RCU grace period
+after the commit (5-15 ms on a busy 2-core machine). Closed at exit, it waits at most once,
+and not at all when the process outlives the grace period.
 """
 
 from __future__ import annotations
@@ -102,38 +107,53 @@ class Reader:
 
         self.sock = socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER)
         self.seq = 0
+        self.broken = False  # a request cut short: its replies may still come
 
     def close(self) -> None:
         self.sock.close()
 
     def _request(self, message: int, flags: int, attributes: bytes = b"") -> list[bytes]:
-        """Send one request; the attributes (after nfgenmsg) of every reply message."""
+        """Send one request; the attributes (after nfgenmsg) of every reply message. Replies
+        to an earlier request (the rest of a dump given up on) are skipped by their number;
+        a dump the ruleset changed under is read to its end before DumpChanged."""
+        self.broken = True
+        replies = self._exchange(message, flags, attributes)
+        self.broken = False
+        return replies
+
+    def _exchange(self, message: int, flags: int, attributes: bytes) -> list[bytes]:
         self.seq += 1
         body = NFGENMSG.pack(NFPROTO_INET, NFNETLINK_V0, 0) + attributes
         kind = (NFNL_SUBSYS_NFTABLES << 8) | message
         header = NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, NLM_F_REQUEST | flags, self.seq, 0)
         self.sock.send(header + body)
-        replies = []
+        replies: list[bytes] = []
+        interrupted = False
         while True:
             data = self.sock.recv(RECEIVE_SIZE)
             offset = 0
             while offset + NLMSGHDR.size <= len(data):
-                length, kind, message_flags, _seq, _pid = NLMSGHDR.unpack_from(data, offset)
+                length, kind, message_flags, seq, _pid = NLMSGHDR.unpack_from(data, offset)
                 if length < NLMSGHDR.size:
                     raise OSError("netlink: a malformed reply")
-                if message_flags & NLM_F_DUMP_INTR:
-                    raise DumpChanged()
                 payload = offset + NLMSGHDR.size
+                offset += _align(length)
+                if seq != self.seq:
+                    continue  # the end of an earlier request's reply
+                interrupted = interrupted or bool(message_flags & NLM_F_DUMP_INTR)
                 if kind == NLMSG_ERROR:
                     (code,) = ERROR_CODE.unpack_from(data, payload)
                     if code:
+                        self.broken = False  # the kernel's answer, and the end of it
                         raise OSError(-code, os.strerror(-code))
-                    return replies  # an acknowledgement
+                    kind = NLMSG_DONE  # an acknowledgement
                 if kind == NLMSG_DONE:
+                    if interrupted:
+                        self.broken = False
+                        raise DumpChanged()
                     return replies
-                replies.append(data[payload + NFGENMSG.size : offset + length])
-                offset += _align(length)
-            if not flags & NLM_F_DUMP:
+                replies.append(data[payload + NFGENMSG.size : payload + length - NLMSGHDR.size])
+            if not flags & NLM_F_DUMP and replies:
                 return replies
 
     def table_exists(self, table: str) -> bool:
@@ -230,21 +250,34 @@ def _text(value: bytes) -> str:
     return value.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
+_readers: dict[tuple[int, int], Reader] = {}
+
+
+def reader() -> Reader:
+    """This process's (and thread's) socket, opened on first use and never closed (see the
+    module's docstring): the quick path, the engine's checks and the read-back after a
+    commit share it."""
+    from _thread import get_ident
+
+    key = (os.getpid(), get_ident())
+    found = _readers.get(key)
+    if found is None or found.broken:  # a request cut short: the next one starts afresh
+        found = _readers[key] = Reader()
+    return found
+
+
 def chain_names(table: str) -> list[str]:
     """The names of the table's chains, as the kernel spells them ([] without the table):
     one dump of the chains alone, cheaper than any listing of their rules."""
     for _ in range(ATTEMPTS):
-        reader = Reader()
         try:
-            return list(reader.chains(table))
+            return list(reader().chains(table))  # the process's socket: never closed
         except DumpChanged:
             pass
         except OSError as error:
             if error.errno != ENOENT:
                 raise
             return []
-        finally:
-            reader.close()
     raise OSError("nftables kept changing while nm-zones read its chains")
 
 
@@ -255,28 +288,33 @@ def read(table: str, maps, chains=(), base: dict | None = None) -> dict:
     `chains` are read again (the ones that transaction touched): the cost of a change then
     does not grow with the rest of the table. chains=() reads the generation id alone."""
     for _ in range(ATTEMPTS):
-        reader = Reader()
         try:
-            before = reader.generation()
-            if chains == ():
-                return {"generation": before}
-            if not reader.table_exists(table):
-                view: dict = {}
-            elif base and chains is not None:
-                digests = dict(base["chains"])
-                for chain in chains:
-                    digests.pop(chain, None)
-                digests.update(reader.chain_digests(table, chains))
-                view = {"chains": digests, "elements": reader.elements_digest(table, maps)}
-            else:
-                view = {
-                    "chains": reader.chain_digests(table),
-                    "elements": reader.elements_digest(table, maps),
-                }
-            if reader.generation() == before:
-                return {**view, "generation": before} if view else {}
+            view = _read_once(reader(), table, maps, chains, base)
         except DumpChanged:
-            pass
-        finally:
-            reader.close()
+            continue
+        if view is not None:
+            return view
     raise OSError("nftables kept changing while nm-zones read its table")
+
+
+def _read_once(reader: Reader, table: str, maps, chains, base) -> dict | None:
+    """read() once; None when the generation id moved while reading."""
+    before = reader.generation()
+    if chains == ():
+        return {"generation": before}
+    if not reader.table_exists(table):
+        view: dict = {}
+    elif base and chains is not None:
+        digests = dict(base["chains"])
+        for chain in chains:
+            digests.pop(chain, None)
+        digests.update(reader.chain_digests(table, chains))
+        view = {"chains": digests, "elements": reader.elements_digest(table, maps)}
+    else:
+        view = {
+            "chains": reader.chain_digests(table),
+            "elements": reader.elements_digest(table, maps),
+        }
+    if reader.generation() != before:
+        return None
+    return {**view, "generation": before} if view else {}
