@@ -89,6 +89,9 @@ LOG_PREFIX_MAX = 29
 NFLOG_GROUP = 47
 LOG_TARGETS = frozenset({"LOG", "NFLOG"})  # rules that only report a packet, never judge it
 PREFIX_OPTIONS = frozenset({"log-prefix", "nflog-prefix"})
+# rules whose options name their interface (plan.for_interface): a zone's template does not
+# hold them as the kernel does, so the iptables entries kept between runs keep them by target
+PER_INTERFACE_TARGETS = LOG_TARGETS | {"CONNMARK"}
 
 
 def flow_mark(label: str) -> int:

@@ -5,7 +5,7 @@ per (family, table)."""
 from __future__ import annotations
 
 from ...errors import KernelError, converting_errors, describe
-from ...ruleset.layout import FAMILIES, LOG_TARGETS, PANIC_TABLE, TABLE_ORDER
+from ...ruleset.layout import FAMILIES, PANIC_TABLE, PER_INTERFACE_TARGETS, TABLE_ORDER
 from ...ruleset.plan import TARGET, KernelPlan, uses_match
 from ..views import differs, read_view
 
@@ -92,7 +92,9 @@ class IptablesBackend:
         if entries.added:
             specs = compiled.specs()
             entries.save(
-                lambda family, spec: (family, spec) in specs or spec[TARGET] in LOG_TARGETS
+                lambda family, spec: (
+                    (family, spec) in specs or spec[TARGET] in PER_INTERFACE_TARGETS
+                )
             )
 
 
