@@ -27,10 +27,32 @@ DROPPED = ["dropped"] * 4
 
 
 def incoming(lab, link) -> list[str]:
-    """From the peer: ssh (open in home), IPv4 and IPv6, and ICMP echo, IPv4 and IPv6."""
+    """From the peer: ssh (open in home), IPv4 and IPv6, and ICMP echo, IPv4 and IPv6.
+    Both ends' neighbour entries are pinned first: panic mode drops neighbour discovery
+    too, and a peer whose IPv6 entry failed meanwhile reports "no route to host" (a
+    refusal) instead of silence, though nothing got through either way."""
+    pin_neighbours(lab, link)
     addresses = (link.ipv4, link.ipv6)
     specs = [{"kind": "tcp", "address": a, "port": 22} for a in addresses]
     return lab.probe(specs + [{"kind": "ping", "address": a} for a in addresses])
+
+
+def pin_neighbours(lab, link) -> None:
+    """Each end of the link knows the other's MAC address for good (nud permanent)."""
+    import json
+
+    def mac(namespace: str, name: str) -> str:
+        shown = lab.run(namespace, ["ip", "-j", "link", "show", name]).stdout
+        return json.loads(shown)[0]["address"]
+
+    ends = (
+        (lab.peer, link.peer_name, (link.ipv4, link.ipv6), mac(lab.zoned, link.name)),
+        (lab.zoned, link.name, (link.peer_ipv4, link.peer_ipv6), mac(lab.peer, link.peer_name)),
+    )
+    for namespace, device, addresses, lladdr in ends:
+        for address in addresses:
+            pin = ["ip", "neigh", "replace", address, "lladdr", lladdr, "dev", device]
+            lab.run(namespace, [*pin, "nud", "permanent"])
 
 
 def outgoing(lab, link) -> list[str]:

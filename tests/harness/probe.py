@@ -60,14 +60,26 @@ def probe_tcp(address: str, port: int, timeout: float = TCP_TIMEOUT, source: str
         return _outcome(lambda: sock.connect((address, port)))
 
 
+# A datagram, its echo or the ICMP error about it may be lost on the way (a neighbour being
+# resolved, the kernel's rate limit on ICMP errors per peer, a busy machine): silence counts
+# as dropped only after this many datagrams, each given the whole timeout.
+UDP_ATTEMPTS = 2
+
+
 def probe_udp(address: str, port: int, timeout: float = TIMEOUT) -> str:
     with socket.socket(_family(address), socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout)
         sock.connect((address, port))
 
         def exchange():
-            sock.send(b"nmz-probe")
-            sock.recv(512)
+            for attempt in range(UDP_ATTEMPTS):
+                sock.send(b"nmz-probe")
+                try:
+                    sock.recv(512)
+                    return
+                except TimeoutError:
+                    if attempt == UDP_ATTEMPTS - 1:
+                        raise
 
         return _outcome(exchange)
 
