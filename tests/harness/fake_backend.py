@@ -128,19 +128,7 @@ class FakeBackend:
         self.trusted = dict(views)
 
     def apply(self, plan, previous_tables=None) -> None:
-        self._refused("apply")
-        self._refused_plans([plan])
-        owned = plan_keys(plan)
-        touched = owned | (set(previous_tables) if previous_tables is not None else IPTABLES_KEYS)
-        chain = owner_chain(plan.interface)
-        for key in self._ordered(self.view_keys(touched)):
-            view = copy.deepcopy(self.kernel.get(key, self._empty(key)))
-            chains = self._chains(view)
-            chains.pop(chain, None)
-            content = self._content(plan, key)
-            if content:
-                chains[chain] = content
-            self._commit_if_changed("apply", key, view)
+        self.apply_many([(plan, previous_tables)])
 
     def apply_many(self, items: list) -> None:
         """Several interfaces' plans, each table committed once for all of them."""

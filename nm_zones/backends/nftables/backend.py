@@ -511,23 +511,19 @@ class NftablesBackend:
         return view_differs(recorded)
 
     def apply(self, plan, previous_tables=None) -> None:
-        from ...ifname import chain_name
-
-        owned = frozenset(
-            CATCHALL_CHAINS.values()
-            if plan.interface is None
-            else (chain_name(plan.interface, kind) for kind in CHAIN_KINDS)
-        )
+        if plan.interface is not None:
+            return self.apply_many([(plan, previous_tables)])
+        owned = frozenset(CATCHALL_CHAINS.values())
         self.faults.check(owned)
-        touched = set(owned) | ({"input", "forward"} if plan.interface is None else set())
-        stale: tuple[str, ...] = ()
-        if plan.interface is None:  # the source zones' chains are the catch-all's
-            stale = tuple(c for c in map(chain_of, chain_names(TABLE)) if is_source_chain(c))
-            touched |= set(stale) | {c for c in Script(plan).chains if is_source_chain(c)}
+        # the source zones' chains are the catch-all's
+        stale = tuple(c for c in map(chain_of, chain_names(TABLE)) if is_source_chain(c))
+        touched = set(owned) | {"input", "forward"} | set(stale)
+        touched |= {c for c in Script(plan).chains if is_source_chain(c)}
         self._change(interface_script(plan, stale=stale), touched)
         self._fill_sets([plan])
         if plan.forwarding:
             enable_forwarding(plan.forwarding)
+        return None
 
     def apply_many(self, items: list) -> None:
         """Several interfaces' plans (no catch-all) in one transaction."""
