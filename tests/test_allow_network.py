@@ -14,7 +14,7 @@ from nm_zones.networks.store import load_store
 from nm_zones.ruleset.allowances import effective, network_owner, reaches
 from tests.harness.cgroups import cgroup2_mount
 from tests.harness.lab import PYTHON, REPO, base_env, wait_for
-from tests.harness.networks import PeerNetwork, dhcp_profile
+from tests.harness.networks import PeerNetwork
 from tests.harness.nm_sandbox import NMSandbox
 from tests.test_applications import (  # noqa: F401 - sandbox is a fixture
     ACCEPTED,
@@ -33,6 +33,7 @@ from tests.test_networks import (  # noqa: F401 - world is a fixture
     binding,
     connect,
     known,
+    on_unknown_network,
     paths_in,
     see,
     wait_reason,
@@ -174,9 +175,7 @@ def allowances(nm) -> list:
 @pytest.mark.both_backends
 def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):  # noqa: F811
     nm, net = world
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     see(net["a"], PUBLIC)
     [a] = known(nm)
 
@@ -215,9 +214,7 @@ def test_a_port_allowed_on_network_a_is_open_there_only(world, backend):  # noqa
 
 def test_placing_a_network_in_block_ends_its_allowances(world):  # noqa: F811
     nm, net = world
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     [a] = known(nm)
     nm.nm_zones("allow", "8080/tcp", "--network", a["id"])
     nm.nm_zones("allow", "631/udp", "--network", a["id"], "--permanent")
@@ -251,9 +248,7 @@ def test_allowed_for_good_on_network_a_outlives_reload_and_a_reboot(tmp_path, ba
                 if backend != "iptables":
                     nm.sh(f"echo 'backend: {backend}' > /etc/nm-zones/nm-zones.yaml")
                 nm.listen()
-                dhcp_profile(nm)
-                connect(nm, net["a"])
-                wait_reason(nm, "public", "unknown wired network")
+                on_unknown_network(nm, net["a"])
                 [a] = [n for n in known(nm) if n["domain"] == "home.example"]
                 if boot == "first":
                     see(net["a"], PUBLIC)
@@ -291,9 +286,7 @@ def test_with_the_service_a_networks_allowance_outlives_its_replays(world):  # n
     nm, net = world
     reload_bus_config(nm)
     nm.serve()
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     [a] = known(nm)
     nm.nm_zones("allow", "8080/tcp", "--network", a["id"])
     see(net["a"], OPEN_8080)

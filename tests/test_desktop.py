@@ -340,14 +340,20 @@ def drawn(desktop: Desktop, window: str, tmp_path) -> bool:
     return colours.returncode == 0 and int(colours.stdout or 0) > 2
 
 
-def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path):
-    nm = desk
+def home_lan(nm):
+    """The peer listening, the admin's home.yaml (HOME_FILE), and `lan` up in zone home."""
     nm.listen()
     nm.sh("mkdir -p /etc/nm-zones/zones.d")
     nm.run(["sh", "-c", "cat > /etc/nm-zones/zones.d/home.yaml"], input_text=HOME_FILE)
     lan = up(nm, "lan", "connection.zone", "home")
     nm.wait_zone(lan.name, "home")
     nm.wait_reachable(lan)
+    return lan
+
+
+def test_the_zone_editor_changes_a_zone_file_through_the_service(desk, tmp_path):
+    nm = desk
+    lan = home_lan(nm)
     assert nm.probe(specs(lan)) == HOME
     nm.nm_zones("allow", "9090/tcp", "--interface", lan.name, "--for", "10m")
     desktop = Desktop(nm, USER)
@@ -415,12 +421,7 @@ def test_the_zone_editor_lists_refused_packets_and_allows_one(desk):
     probes, and "Allow this", by keyboard, opens the port for a while (the peer's next probe
     is accepted). A zone without it says how to turn it on."""
     nm = desk
-    nm.listen()
-    nm.sh("mkdir -p /etc/nm-zones/zones.d")
-    nm.run(["sh", "-c", "cat > /etc/nm-zones/zones.d/home.yaml"], input_text=HOME_FILE)
-    lan = up(nm, "lan", "connection.zone", "home")
-    nm.wait_zone(lan.name, "home")
-    nm.wait_reachable(lan)
+    lan = home_lan(nm)
     desktop = Desktop(nm, USER)
     desktop.start()
     desktop.program("nm_zones.desktop.settings", "settings.log")

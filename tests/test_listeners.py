@@ -230,9 +230,8 @@ def answers(nm) -> list[dict]:
 
 
 def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(world):
-    from tests.harness.networks import dhcp_profile
     from tests.test_desktop import agent_session
-    from tests.test_networks import connect, known, wait_reason
+    from tests.test_networks import connect, known, on_unknown_network, wait_reason
 
     nm, a, b, scratch = world
     desktop, home = agent_session(nm)
@@ -241,9 +240,7 @@ def test_a_refused_program_is_asked_about_once_per_network_and_the_answer_holds(
     nm.run(["sh", "-c", f"cat > {applications}/org.example.Music.desktop"], input_text=DESKTOP_FILE)
     uid = nm.sh(f"id -u {USER}").stdout.strip()
     session = f"user.slice/user-{uid}.slice/user@{uid}.service/app.slice"
-    dhcp_profile(nm)
-    connect(nm, a)
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, a)
     [network_a] = known(nm)
     nm.run(["sh", "-c", f"cat > {home}/pick"], input_text=PICK.format(home=home))
 

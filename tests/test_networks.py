@@ -247,12 +247,18 @@ def known(nm) -> list[dict]:
     return json.loads(nm.nm_zones("networks", "--json").stdout)["networks"]
 
 
+def on_unknown_network(nm, network: PeerNetwork) -> None:
+    """The wired DHCP profile (no zone of its own) brought up on `network`, not yet placed:
+    it holds the zone of unknown wired networks."""
+    dhcp_profile(nm)
+    connect(nm, network)
+    wait_reason(nm, "public", "unknown wired network")
+
+
 @pytest.mark.both_backends
 def test_the_zone_follows_the_network_a_wired_profile_reached(world, backend):
     nm, net = world
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     see(net["a"], PUBLIC)
     [a] = known(nm)
     assert (a["gateway-mac"], a["domain"], a["dhcp-server"]) == (A_MAC, "home.example", "10.79.0.1")
@@ -326,9 +332,7 @@ def test_a_profile_with_a_zone_of_its_own_keeps_it_on_every_network(world):
 
 def test_a_broken_store_falls_back_to_the_zone_of_unknown_networks(world):
     nm, net = world
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     nm.nm_zones("assign", "lan", "home")
     nm.nmcli("connection", "down", "lan")
     nm.sh("echo '  - broken: [' >> /var/lib/nm-zones/networks.yaml")
@@ -346,9 +350,7 @@ def test_with_the_service_an_identified_network_keeps_its_zone_across_replays(wo
     nm, net = world
     reload_bus_config(nm)
     nm.serve()
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     nm.nm_zones("assign", "lan", "home")
     wait_reason(nm, "home", 'known network "home.example"')
     replay = ("org.fedoraproject.FirewallD1.zone.changeZoneOfInterface", "", "ethz0")
@@ -398,9 +400,7 @@ def test_until_the_network_is_identified_nothing_of_its_zone_is_open(world):
     """From pre-up until the `up` event has identified network A (held here by a dispatcher
     script that runs before nm-zones'), A's probes see the unknown-network zone only."""
     nm, net = world
-    dhcp_profile(nm)
-    connect(nm, net["a"])
-    wait_reason(nm, "public", "unknown wired network")
+    on_unknown_network(nm, net["a"])
     nm.nm_zones("assign", "lan", "home")
     nm.nmcli("connection", "down", "lan")
     nm.wait_zone("ethz0", None)
