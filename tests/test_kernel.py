@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import subprocess
@@ -12,8 +13,9 @@ import threading
 import pytest
 
 from nm_zones.config.load import load
+from nm_zones.ifname import chain_name
 from nm_zones.paths import Paths
-from tests.harness.lab import HostNetfilterRefused, base_env
+from tests.harness.lab import PYTHON, HostNetfilterRefused, base_env
 
 CONFIG = load(Paths(config="/nonexistent")).config
 ZONES = sorted(CONFIG.zones)
@@ -456,3 +458,63 @@ def test_iptc_import_stand_ins_are_gone_afterwards(before, expected):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected
+
+
+HELD_READER = """
+import json, subprocess, sys
+from nm_zones.backends.iptables import held
+
+walks, walk = [], held._walk
+held._walk = lambda *args: walks.append(args[0]) or walk(*args)  # the reader's walks
+reader = held.HeldTables()
+FAMILIES = ("ipv4", "ipv6")
+views = [reader.read_view(family, "filter") for family in FAMILIES]
+blobs = [held.table_blob(family, "filter")[1] for family in FAMILIES]
+for line in sys.stdin:  # a shell command that changes the tables, then both read again
+    subprocess.run(["sh", "-c", line], check=True)
+    views = [reader.read_view(family, "filter") for family in FAMILIES]
+    walked = len(walks)
+    fresh = [held.view_of(family, *held.table_blob(family, "filter")) for family in FAMILIES]
+    del walks[walked:]
+    before, blobs = blobs, [held.table_blob(family, "filter")[1] for family in FAMILIES]
+    print(json.dumps({"walks": walked, "views": views, "fresh": fresh,
+                      "bytes changed": before != blobs}), flush=True)
+"""
+
+TRAFFIC = (
+    "import socket; [socket.socket(f).connect_ex((a, 9))"
+    " for f, a in ((2, '127.0.0.1'), (10, '::1'))]"
+)
+
+
+def test_a_table_read_again_is_walked_again_exactly_when_its_rules_changed(lab):
+    """The service and every run read a table's view more than once; a read that finds the
+    table as it was (counters and all else the kernel changes by itself aside) keeps the
+    view it made; a change of any rule, even of one byte in a table of the same size, is
+    walked again."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.shell("iptables-legacy -N FOREIGN; iptables-legacy -A FOREIGN -p tcp --dport 80 -j ACCEPT")
+    tools = ("iptables-legacy", "ip6tables-legacy")
+    both = "; ".join(f"{tool}-save | {tool}-restore" for tool in tools)
+    incoming = chain_name(link.name, "in")
+    commands = [
+        f"{PYTHON} -c \"{TRAFFIC}\"",  # counters change
+        both,  # both tables replaced with the same rules: counters zeroed, comefrom rebuilt
+        # one byte of nm-zones' rules, the table the same size: ssh's port (22 -> 23)
+        both.replace("-save |", "-save | sed 's/--dport 22 /--dport 23 /' |"),
+        "iptables-legacy -R FOREIGN 1 -p tcp --dport 81 -j ACCEPT",  # another program's rule
+        f"iptables-legacy -R {incoming} 1 -j DROP",  # a rule of nm-zones'
+    ]
+    result = lab.run(lab.zoned, [PYTHON, "-c", HELD_READER], input_text="\n".join(commands))
+    reads = [json.loads(line) for line in result.stdout.splitlines()]
+    assert all(read["views"] == read["fresh"] for read in reads)  # never a view not held
+    assert all(read["bytes changed"] for read in reads)
+    assert [read["walks"] for read in reads] == [2, 2, 4, 5, 6]
+    first, same, port, foreign, verdict = (read["views"] for read in reads)
+    assert first == same
+    changed = {chain for chain in first[0] if first[0][chain] != port[0].get(chain)}
+    assert changed and all(chain.startswith("nmz-") for chain in changed)
+    assert port[1] != same[1]
+    assert foreign == port  # another program's rules are not part of the view
+    assert verdict[0][incoming] != foreign[0][incoming]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from ...errors import KernelError, converting_errors, describe
 from ...ruleset.layout import FAMILIES, PANIC_TABLE, PER_INTERFACE_TARGETS, TABLE_ORDER
 from ...ruleset.plan import TARGET, KernelPlan, uses_match
-from ..views import differs, read_view
 
 ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_ORDER)
 
@@ -36,10 +35,10 @@ class IptablesBackend:
         return set(ALL_KEYS if tables is None else tables)
 
     def read_view(self, key) -> dict:
-        return read_view(key)
+        return self.netfilter.held.read_view(*key)
 
     def differs(self, key, recorded) -> bool:
-        return differs(key, recorded)
+        return recorded is None or self.read_view(key) != recorded
 
     def trust(self, views: dict) -> None:
         """Nothing to do: a commit reads its whole table anyway (one getsockopt)."""

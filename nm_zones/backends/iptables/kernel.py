@@ -45,7 +45,7 @@ from ..common import (
     enable_forwarding,
     faults_from_environment,
 )
-from .held import read_view
+from .held import HeldTables
 from .iptc_env import import_iptc
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
@@ -88,6 +88,7 @@ class Netfilter:
         self._opened: set[tuple[str, str]] = set()
         # (family, table) -> the view of nm-zones' rules right after this process committed it
         self.views: dict[tuple[str, str], dict] = {}
+        self.held = HeldTables()  # every read of a view, its walk skipped when unchanged
         self.faults = faults_from_environment()
 
     def _read(self, family: str, name: str):
@@ -268,7 +269,7 @@ class Netfilter:
                     if edit(table) is not False:
                         table.commit()
                         self.faults.after_commit()
-                    self.views[(family, name)] = read_view(family, name)
+                    self.views[(family, name)] = self.held.read_view(family, name)
                     return
                 except self.iptc.XTablesError as error:
                     self._discard(table)
