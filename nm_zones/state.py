@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import marshal
 import os
+from _operator import attrgetter, itemgetter
 
 from .files import UntrustedFile, read_trusted, write_atomically
 from .locks import file_lock
@@ -107,6 +108,21 @@ class Binding:
         return f"Binding({self.as_dict()!r})"
 
 
+# a binding as the state file keeps it (in __slots__ order) and back, in C: with hundreds of
+# interfaces bound, building them field by field in Python is most of a load or a save
+_binding_fields = attrgetter(*Binding.__slots__)
+_INIT_PARAMETERS = Binding.__init__.__code__.co_varnames[1 : Binding.__init__.__code__.co_argcount]
+_INIT_ORDER = itemgetter(
+    *(Binding.__slots__.index(name) for name in _INIT_PARAMETERS)
+)
+
+
+def _binding_of(values: tuple) -> Binding:
+    if len(values) != len(Binding.__slots__):
+        raise ValueError("a binding of another version")
+    return Binding(*_INIT_ORDER(values))
+
+
 class State:
     """Every binding, the zone of the catch-all for interfaces no zone claims, and the view of
     each table nm-zones last committed."""
@@ -162,10 +178,7 @@ class State:
                 STATE_VERSION,
                 Binding.__slots__,
                 (self.catchall_zone, self.catchall_digest),
-                {
-                    name: tuple([getattr(b, field) for field in Binding.__slots__])
-                    for name, b in self.interfaces.items()
-                },
+                {name: _binding_fields(b) for name, b in self.interfaces.items()},
                 self.kernel,
                 tuple(self.allowances),
                 self.sources,
@@ -192,10 +205,7 @@ class State:
         sources = document[6] if version >= 6 else {}
         if not isinstance(sources, dict):
             raise ValueError("state file with damaged sources")
-        bindings = {
-            name: Binding(**dict(zip(fields, values, strict=True)))
-            for name, values in interfaces.items()
-        }
+        bindings = {name: _binding_of(values) for name, values in interfaces.items()}
         return cls(bindings, *catchall, kernel, allowances, sources)
 
 
