@@ -911,3 +911,43 @@ def test_the_bus_reload_ends_runtime_allowances_as_the_command_does(served):
         assert nm.state()["allowances"] == []
         assert nm.probe(port_8080) == ["rejected"] * 2
         assert nm.probe(specs(link)) == HOME
+
+
+@pytest.mark.parametrize("backend", ["iptables", "nftables"])
+def test_an_interface_deleted_under_the_running_service_loses_its_rules_at_the_next_call(
+    nm, backend
+):
+    """The service looks bound interfaces up only when a link changed since its last call
+    (linkwatch.py); a device deleted between two calls, with no event and no `down` for
+    it, is still found gone by the next call, and one of that name made afresh is not
+    taken for it."""
+    write_settings(nm, f"backend: {backend}\n")
+    nm.serve()
+    nm.run(["ip", "-batch", "-"], input_text="".join(
+        f"link add {name} type veth peer name p{name}\nlink set {name} up\n"
+        for name in ("gone0", "kept0")
+    ))
+    for zone, name in (("home", "gone0"), ("work", "kept0"), ("public", "kept0")):
+        assert call(nm, f"{ZONE}.changeZoneOfInterface", zone, name) == f"('{zone}',)"
+    assert set(nm.state()["interfaces"]) >= {"gone0", "kept0"}
+
+    def held() -> str:
+        if backend == "iptables":
+            return nm.save("ipv4") + nm.save("ipv6")
+        return nm.sh("nft list table inet nm-zones").stdout
+
+    assert "nmz-if-gone0-in" in held()
+    nm.run(["ip", "link", "del", "gone0"])
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "home", "kept0") == "('home',)"
+    assert "gone0" not in nm.state()["interfaces"]
+    assert "gone0" not in held()
+    assert "gone0: home -> - (interface gone)" in nm.logs()
+
+    # a new device of the same name, bound before: another index, so not the old binding
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "dmz", "kept0") == "('dmz',)"
+    nm.run(["ip", "-batch", "-"], input_text="link del kept0\nlink add kept0 type veth peer "
+           "name pkept0\nlink set kept0 up\n")
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "work", "kept0") == "('work',)"
+    binding = nm.state()["interfaces"]["kept0"]
+    assert binding["zone"] == "work"
+    assert "kept0: dmz -> - (interface gone)" in nm.logs()

@@ -46,6 +46,7 @@ from ..config.mapfile import set_map_zone
 from ..engine import REASON_DBUS, Engine
 from ..errors import NmZonesError, UsageError, describe
 from ..ifname import check_interface, interface_index, matches_exempt
+from ..linkwatch import LinkWatch
 from ..networks.zone import quick_after
 from ..networks.zone import recorded as recorded_network
 from ..paths import Paths, config_fingerprint
@@ -252,6 +253,7 @@ class ZoneService:
         self._compiled = None
         self._compiled_key: tuple | None = None
         self._backend = None
+        self.links = LinkWatch()  # no bound interface can be gone while it hears nothing
         self._tasks: set[asyncio.Task] = set()
         self.refusals = RefusalLog()  # what callers make the service log, rate-limited
         self._summary: asyncio.TimerHandle | None = None
@@ -272,7 +274,11 @@ class ZoneService:
         if fresh or key != self._compiled_key:
             self._compiled, self._compiled_key, self._backend = None, key, None
         engine = Engine(
-            self.paths, use_cache=not fresh, compiled=self._compiled, backend=self._backend
+            self.paths,
+            use_cache=not fresh,
+            compiled=self._compiled,
+            backend=self._backend,
+            links=self.links,
         )
         self._compiled = engine.compiled
         return engine

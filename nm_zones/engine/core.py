@@ -20,6 +20,10 @@ from .recovery import Recovery
 from .reload import Reload
 from .together import Together
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the service's alone: an event looks every interface up
+    from ..linkwatch import LinkWatch
+
 
 class Engine(Bindings, Together, Recovery, CatchAll, Reload, Journal):
     def __init__(
@@ -28,15 +32,18 @@ class Engine(Bindings, Together, Recovery, CatchAll, Reload, Journal):
         use_cache: bool = True,
         compiled: CompiledConfig | None = None,
         backend=None,
+        links: LinkWatch | None = None,
     ):
         """`compiled` and `backend` let a resident process (the D-Bus service) share one
         compiled config and one opened backend (python-iptables imported once) between the
-        engines it makes."""
+        engines it makes; `links`, its watch on the interfaces, spares it looking up every
+        bound interface on every call."""
         self.paths = paths or Paths.from_environment()
         self.state_dir = StateDir(self.paths.state)
         self.use_cache = use_cache
         self._compiled: CompiledConfig | None = compiled
         self._backend = backend
+        self.links = links
         self._catchall_checked = False
         self.changes: list[Change] = []
         self.warnings: list[str] = []

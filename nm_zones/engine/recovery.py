@@ -144,7 +144,10 @@ class Recovery:
 
     def collect_garbage(self, state: State) -> None:
         """Interfaces that are gone (or whose name now belongs to another device) lose their
-        rules: a failed activation never sends `down`."""
+        rules: a failed activation never sends `down`. A resident process whose link watch
+        heard nothing since its last look skips it: no interface went or changed since."""
+        if self.links is not None and not self.links.changed():
+            return
         for name, binding in sorted(state.interfaces.items()):
             index = interface_index(name)
             if index == 0 or (binding.ifindex and index != binding.ifindex):
@@ -152,6 +155,8 @@ class Recovery:
                     self.remove_interface(name, "interface gone", state)
                 except (KernelError, OSError) as error:
                     self.failed(name, state, error)
+                    if self.links is not None:
+                        self.links.look_again()
 
     def collect_orphans(self, state: State) -> None:
         """Chains in the kernel for interfaces the state does not know and that do not exist
