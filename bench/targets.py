@@ -122,9 +122,10 @@ def floor_lines(backend: str, processes: dict, others: int) -> list[str]:
 def unjudged_lines(rows: dict) -> list[str]:
     """Rows measured to be seen, not judged: the tightening switch with 1 flow tracked and
     with the flows unmarked (nm-zones reads those, whatever interface they came in by:
-    flows.py), and the floor of a switch that looks at flows (one conntrack dump)."""
+    flows.py), the floor of a switch that looks at flows (one conntrack dump), and with
+    iptables the floor of any call that checks the kernel (both filter tables read)."""
     lines = []
-    for key in ("tighten1", "tightenU", "dumpfloor"):
+    for key in ("tighten1", "tightenU", "dumpfloor", "readfloor"):
         if key in rows:
             _, text, theirs, ours = rows[key]
             them, ratio = (f"{theirs:.1f}", f"{ours / theirs:.2f}x") if theirs else ("", "")

@@ -340,6 +340,26 @@ def dump_floor(side: Side, runs: int) -> float:
     return float(side.nm.run([PYTHON, "-c", DUMP_FLOOR, str(runs)]).stdout)
 
 
+READ_FLOOR = """
+import statistics, sys, time
+from nm_zones.backends.iptables.held import table_blob
+times = []
+for _ in range(int(sys.argv[1])):
+    start = time.perf_counter()
+    for family in ("ipv4", "ipv6"):
+        table_blob(family, "filter")
+    times.append((time.perf_counter() - start) * 1000)
+print(statistics.median(times))
+"""
+
+
+def read_floor(side: Side, runs: int) -> float:
+    """The median time of reading both legacy filter tables once, in the sandbox: what any
+    call that checks the kernel costs at least with iptables (x_tables has no generation
+    number; a table is read whole, counters and all)."""
+    return float(side.nm.run([PYTHON, "-c", READ_FLOOR, str(runs)]).stdout)
+
+
 def flush_flows(side: Side) -> None:
     side.nm.run([PYTHON, "-c", "from pyroute2 import NFCTSocket\n"
                  "with NFCTSocket() as c: c.flush()"])
@@ -384,6 +404,10 @@ def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000)
             add("switchN", f"D-Bus switch, {others} others bound",
                 interleaved(sides, runs, switch))
             add("noop", f"D-Bus no-op switch, {others} bound", interleaved(sides, runs, same))
+            if backend == "iptables":
+                rows.append(("readfloor", f"floor: reading both filter tables once, {others} "
+                             "bound (what checking the kernel costs at least)", 0.0,
+                             read_floor(sides[1], runs)))
             few = max(3, runs // 4)
             for side in sides:
                 side.bind("w0", "work")
