@@ -951,3 +951,24 @@ def test_an_interface_deleted_under_the_running_service_loses_its_rules_at_the_n
     binding = nm.state()["interfaces"]["kept0"]
     assert binding["zone"] == "work"
     assert "kept0: dmz -> - (interface gone)" in nm.logs()
+
+
+def test_a_rule_changed_in_place_behind_the_running_service_is_put_back_at_its_next_call(nm):
+    """The service keeps each legacy table's last view with the table's bytes, and skips
+    the walk when a read finds the same bytes (held.HeldTables): a change of one byte of
+    one of its rules (the table the same size) is still seen by the next call, even one
+    that changes nothing, and undone."""
+    nm.serve()
+    nm.run(["ip", "-batch", "-"], input_text="link add held0 type veth peer name pheld0\n")
+    for zone in ("public", "home", "home"):  # the last: a no-op, the view kept and reused
+        assert call(nm, f"{ZONE}.changeZoneOfInterface", zone, "held0") in (
+            f"('{zone}',)", "ZONE_ALREADY_SET"
+        )
+    ssh = "-A nmz-if-held0-in -p tcp -m tcp --dport 22"
+    before = nm.save("ipv4")
+    assert ssh in before
+    nm.sh("iptables-legacy-save | sed 's/--dport 22 /--dport 23 /' | iptables-legacy-restore")
+    assert ssh not in nm.save("ipv4")
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "home", "held0") == "('home',)"
+    assert ssh in nm.save("ipv4")
+    assert "ipv4 filter: nm-zones' rules had been changed by another program" in nm.logs()
