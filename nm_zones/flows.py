@@ -43,7 +43,9 @@ match; ct labels cannot filter a dump; a mark set on every packet would cost eve
 What the filter cannot save: the kernel still walks its whole conntrack hash table (all
 namespaces' entries, and every bucket: about 9 ms with 262 144 buckets on an idle 2-core
 machine), so a tightening switch with one flow tracked costs that much more than one with
-none, and 10 000 unrelated flows cost about the same as one.
+none, and 10 000 unrelated flows cost about the same as one. That dump is first only
+counted, over a netlink socket of nm-zones' own (flowcount.py): when no flow may have entered
+through the interface, which is most of the time, pyroute2 is neither imported nor used.
 
 Which flows entered through the interface. Conntrack does not record the interface a flow
 came in on, and the mark only narrows what is read (codes are shared, and unmarked flows
@@ -463,13 +465,14 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
     ended, and what kept others from ending for good."""
     import contextlib
 
-    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
-
+    from .flowcount import count_marked
     from .ifname import interface_index
 
     ifindex = interface_index(interface)
-    if not ifindex:
-        return 0, []
+    if not ifindex or count_marked(0, _outside(interface)) == 0:
+        return 0, []  # no flow may have entered through it: pyroute2 is not even imported
+    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
+
     ended, problems = 0, []
     with contextlib.ExitStack() as stack:
         reader = stack.enter_context(contextlib.closing(NFCTSocket(nfgen_family=AF_UNSPEC)))
@@ -508,8 +511,14 @@ def candidates(conntrack, interface: str) -> list:
     The dump still walks the kernel's whole conntrack hash table (all namespaces' entries
     and every bucket: about 9 ms with 262144 buckets on a 2-core machine), so a switch that
     looks costs that much more than one with an empty table, which does not look at all."""
-    outside = FLOW_MARK_MASK & ~flow_mark(interface)
-    return [Flow(found["nfgen_family"], found) for found in _dump(conntrack, 0, outside)]
+    return [
+        Flow(found["nfgen_family"], found) for found in _dump(conntrack, 0, _outside(interface))
+    ]
+
+
+def _outside(interface: str) -> int:
+    """The mark bits a flow that entered through `interface` cannot have set."""
+    return FLOW_MARK_MASK & ~flow_mark(interface)
 
 
 def _dump(conntrack, value: int, mask: int) -> tuple:

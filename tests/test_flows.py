@@ -184,31 +184,56 @@ def test_end_forbidden_flows_false_keeps_open_sessions_as_firewalld_does(lab):
     assert lab.probe([{"kind": "tcp", "address": link.ipv4, "port": 8080}]) == ["rejected"]
 
 
-def test_a_switch_that_does_not_tighten_imports_no_pyroute2(lab):
-    """Ending flows costs pyroute2's import (hundreds of ms): only a switch that tightens
-    pays it, even with open flows in the table. Run as installed (python -S)."""
+def imported_by_apply(lab, link, zone: str) -> set[str]:
+    """The modules `nm-zones apply LINK ZONE` imports, run as installed (python -S)."""
     from nm_zones.doors.install import package_paths
 
+    argv = [PYTHON, "-S", "-X", "importtime", "-m", "nm_zones", "apply", link.name, zone]
+    result = lab.run(lab.zoned, argv, PYTHONPATH=":".join(package_paths()))
+    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line}
+
+
+def test_a_switch_that_does_not_tighten_imports_no_pyroute2(lab):
+    """Ending flows costs pyroute2's import (hundreds of ms): only a switch that tightens
+    pays it, even with open flows in the table."""
     link = lab.add_link()
     Server(lab, lab.zoned)
     lab.nm_zones("apply", link.name, "public")
     ssh = sessions(lab, lab.peer, "tcp", 22, link)
     assert send_all(ssh, "open") == ["ok", "ok"]  # the table is not empty
-
-    def imported(zone: str) -> set[str]:
-        argv = [PYTHON, "-S", "-X", "importtime", "-m", "nm_zones", "apply", link.name, zone]
-        result = lab.run(lab.zoned, argv, PYTHONPATH=":".join(package_paths()))
-        return {
-            line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line
-        }
-
-    assert "pyroute2" not in imported("home")  # public -> home: laxer
-    assert "pyroute2" not in imported("internal")  # the same openings
-    assert "pyroute2" in imported("public")  # stricter, and the ssh flows are looked at
+    assert "pyroute2" not in imported_by_apply(lab, link, "home")  # public -> home: laxer
+    assert "pyroute2" not in imported_by_apply(lab, link, "internal")  # the same openings
+    # stricter, and the ssh flows are looked at
+    assert "pyroute2" in imported_by_apply(lab, link, "public")
     assert send_all(ssh, "after") == ["ok", "ok"]
     lab.nm_zones("apply", link.name, "home")
     lab.shell(f"ip address flush dev {link.name}")  # no route through it: nothing to look at
-    assert "pyroute2" not in imported("public")
+    assert "pyroute2" not in imported_by_apply(lab, link, "public")
+
+
+COUNT_MARKED = """
+import sys
+from nm_zones.flowcount import count_marked
+from nm_zones.flows import _outside
+print(*(count_marked(0, _outside(name)) for name in sys.argv[1:]))
+"""
+
+
+def test_a_tightening_switch_no_flow_of_its_interface_entered_by_imports_no_pyroute2(lab):
+    """The switch first counts, in one dump the kernel filters and nothing parses
+    (flowcount.py), the flows that may have entered through its interface: with none, other
+    interfaces' flows in the table cost it neither pyroute2's import nor a parse."""
+    one, two = lab.add_link(), lab.add_link()
+    assert flow_mark(one.name) != flow_mark(two.name)
+    Server(lab, lab.zoned)
+    lab.nm_zones("apply", one.name, "trusted")
+    lab.nm_zones("apply", two.name, "trusted")
+    second = sessions(lab, lab.peer, "tcp", 8080, two)
+    assert send_all(second, "before") == ["ok", "ok"]
+    counted = lab.run(lab.zoned, [PYTHON, "-c", COUNT_MARKED, one.name, two.name]).stdout
+    assert counted.split() == ["0", "2"]  # two's flows, IPv4 and IPv6; none of one's
+    assert "pyroute2" not in imported_by_apply(lab, one, "block")  # tightens, table not empty
+    assert send_all(second, "after") == ["ok", "ok"]
 
 
 @contextlib.contextmanager
