@@ -57,6 +57,7 @@ sys.path.insert(0, REPO)
 from jeepney import DBusAddress, MessageType, new_method_call  # noqa: E402
 from jeepney.io.blocking import open_dbus_connection  # noqa: E402
 
+from nm_zones.doors.install import COMMAND_PATH  # noqa: E402
 from nm_zones.ruleset.layout import flow_mark  # noqa: E402
 from tests.harness.firewalld import (  # noqa: E402
     FirewallD,
@@ -185,11 +186,12 @@ class Side:
                    ok=("ZONE_ALREADY_SET",))
 
     def command(self, *args: str) -> float:
-        """firewall-cmd or nm-zones inside the sandbox, as a whole process."""
+        """firewall-cmd or nm-zones inside the sandbox, as a whole process, each as it is
+        run once installed (nm-zones: the launcher `nm-zones install` wrote, `python -S`)."""
         if self.firewalld:
             argv, env = firewall_cmd(self.root, *args), python_env(self.root)
         else:
-            argv, env = [PYTHON, "-m", "nm_zones", *args], base_env()
+            argv, env = [f"/{COMMAND_PATH}", *args], base_env()
         started = time.perf_counter()
         result = self.nm.run(argv, check=False, env=env)
         elapsed = (time.perf_counter() - started) * 1000
