@@ -129,7 +129,7 @@ class Side:
         if self.firewalld:
             self.firewalld.start()
         else:
-            self.serve = self.nm.serve(wait=False)
+            self.serve = self.nm.serve(wait=False, installed=True)  # as its unit starts it
         self.connect()
         wait_for(lambda: self.answers("getDefaultZone"), 60, interval=0.002,
                  what=f"{self.name} to answer")
@@ -139,7 +139,7 @@ class Side:
         if self.firewalld:
             self.firewalld.stop()
         else:
-            self.nm.run(["pkill", "-TERM", "-f", "nm_zones serve"], check=False)
+            self.nm.run(["pkill", "-TERM", "-f", "nm.zones serve"], check=False)
             assert self.serve is not None
             self.serve.wait(15)
             wait_for(lambda: not self.nm.name_owned(), 15, what="nm-zones serve to stop")

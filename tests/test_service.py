@@ -656,9 +656,13 @@ def test_install_writes_the_bus_policy_polkit_actions_and_the_service_unit(tmp_p
     with open(os.path.join(root, "etc/systemd/system/nm-zones-serve.service")) as stream:
         unit = stream.read()
     assert "Conflicts=firewalld.service" in unit and "Before=NetworkManager.service" in unit
-    assert f"ExecStart={sys.executable} -m nm_zones serve" in unit
+    assert "ExecStart=/usr/local/sbin/nm-zones serve" in unit  # the launcher: python -S
+    with open(os.path.join(root, "usr/local/sbin/nm-zones")) as stream:
+        assert stream.readline() == f"#!{sys.executable} -S\n"
     with open(os.path.join(root, "etc/systemd/system/nm-zones.service")) as stream:
-        assert "Conflicts=firewalld.service" in stream.read()
+        boot = stream.read()
+    assert "Conflicts=firewalld.service" in boot
+    assert "ExecStart=/usr/local/sbin/nm-zones reload" in boot
     subprocess.run([*run, "--uninstall"], env=base_env(), check=True)
     for path in ("etc/dbus-1/system.d/nm-zones.conf", "etc/systemd/system/nm-zones-serve.service"):
         assert not os.path.exists(os.path.join(root, path))

@@ -259,9 +259,12 @@ def command_text(python: str, folders: list[str]) -> str:
     )
 
 
-def unit_text(python: str) -> str:
-    with open(os.path.join(SHIPPED_DIR, UNIT_NAME), encoding="utf-8") as f:
-        return f.read().replace("@PYTHON@", python)
+def shipped_text(shipped: str = UNIT_NAME) -> str:
+    """A shipped file as installed; a unit starts the command's launcher (`python -S`, the package
+    folders written in), as the hook is started, not `python -m`, whose site-packages scan
+    (.pth files) costs every start-up and can change what is imported."""
+    with open(os.path.join(SHIPPED_DIR, shipped), encoding="utf-8") as f:
+        return f.read().replace("@COMMAND@", f"/{COMMAND_PATH}")
 
 
 # -- install -----------------------------------------------------------------------------
@@ -341,11 +344,9 @@ def install(root: str = "/") -> Outcome:
         outcome.lines.append(f"kept {cmap}: this machine's map")  # the admin's, as it should be
     else:
         _put(outcome, cmap, commented_map(), 0o644)
-    _put(outcome, _under(root, f"{UNITS_DIR}/{UNIT_NAME}"), unit_text(python), 0o644)
+    _put(outcome, _under(root, f"{UNITS_DIR}/{UNIT_NAME}"), shipped_text(), 0o644)
     for shipped, target, mode in SERVICE_FILES:  # `nm-zones serve`: not enabled
-        with open(os.path.join(SHIPPED_DIR, shipped), encoding="utf-8") as stream:
-            text = stream.read().replace("@PYTHON@", python)
-        _put(outcome, _under(root, target), text, mode)
+        _put(outcome, _under(root, target), shipped_text(shipped), mode)
     outcome.lines.append(NEXT_STEPS)
     return outcome
 

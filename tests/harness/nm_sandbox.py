@@ -21,6 +21,8 @@ import subprocess
 
 from pyroute2 import NetNS, netns
 
+from nm_zones.doors.install import COMMAND_PATH
+
 from .lab import (
     HARNESS,
     PYTHON,
@@ -190,11 +192,15 @@ class NMSandbox:
 
     # -- the D-Bus service and its callers ------------------------------------------------
 
-    def serve(self, wait: bool = True, syslog: bool = False) -> subprocess.Popen:
+    def serve(
+        self, wait: bool = True, syslog: bool = False, installed: bool = False
+    ) -> subprocess.Popen:
         """`nm-zones serve` inside the sandbox, its stderr in serve.log; with `wait`, once it
         owns its name; with `syslog`, its syslog records in syslog.txt (a private /dev/log,
-        tests/harness/syslog.py)."""
-        argv, env = [PYTHON, "-m", "nm_zones", "serve"], base_env()
+        tests/harness/syslog.py); `installed`: started as its unit starts it, through the
+        launcher `install_hook` wrote (python -S)."""
+        argv = [f"/{COMMAND_PATH}"] if installed else [PYTHON, "-m", "nm_zones"]
+        argv, env = [*argv, "serve"], base_env()
         if syslog:
             argv, env, _log = with_syslog(argv, env, self.tmp)
         log = open(os.path.join(self.tmp, "serve.log"), "ab")  # noqa: SIM115 - the child's
