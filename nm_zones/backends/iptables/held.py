@@ -17,6 +17,7 @@ this (python-iptables costs ten times more to import).
 from __future__ import annotations
 
 import os
+from _struct import Struct
 
 from ...digest import bulk_sha256, fingerprint
 from ...errors import SystemFailure
@@ -40,6 +41,8 @@ BYPASS = " bypass"  # the view's key for a built-in chain's rules ahead of nm-zo
 ACCEPT, RETURN = -2, -5
 # where struct ipt_ip / ip6t_ip6 keeps its flags, and the flag that makes a jump a goto
 GOTO_FLAG = {"ipv4": (82, 0x02), "ipv6": (131, 0x04)}
+ENTRY_OFFSETS = Struct("<HH")  # an entry's target_offset and next_offset
+VERDICT = Struct("<i")  # a standard target's verdict, 32 bytes into the target
 
 
 class ReadError(SystemFailure):
@@ -193,19 +196,22 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     sizes = walked.sizes
     zeros = bytes(entry_size - ip_size)
     flag_at, goto_flag = GOTO_FLAG[family]
+    offsets_of, verdict_of = ENTRY_OFFSETS.unpack_from, VERDICT.unpack_from
     offset, length = 0, len(blob)
     while offset + entry_size <= length:
-        at = offset + offsets_at
-        target_offset = blob[at] | blob[at + 1] << 8
-        next_offset = blob[at + 2] | blob[at + 3] << 8
+        target_offset, next_offset = offsets_of(blob, offset + offsets_at)
         if target_offset < entry_size or next_offset < target_offset:
             break  # not an entry: never loop forever on a table we do not understand
+        if offset + next_offset > length:
+            break  # nor read past its end
         masked[offset + ip_size : offset + entry_size] = zeros
         sizes.append(next_offset)
         name_at = offset + target_offset + 2
-        if blob[name_at] == 0:  # the standard target: a verdict, or a jump when >= 0
-            verdict_at = offset + target_offset + 32
-            verdict = int.from_bytes(blob[verdict_at : verdict_at + 4], "little", signed=True)
+        if not blob[name_at]:  # the standard target: a verdict, or a jump when >= 0
+            verdict_at = name_at + 30
+            if verdict_at + VERDICT.size > length:
+                break
+            verdict = verdict_of(blob, verdict_at)[0]
             if verdict >= 0:
                 jumps.append((verdict_at, verdict, offset in starts))
             rules.append((offset, verdict, bool(blob[offset + flag_at] & goto_flag)))
@@ -244,12 +250,22 @@ def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
     an ACCEPT, a RETURN (the policy decides), a goto (its RETURN does too), or a jump to a
     chain that can accept. Other rules ahead (a DROP, a LOG, docker's DOCKER-USER that
     returns) change nothing nm-zones promises, and are left alone."""
-    from bisect import bisect_right
+    from bisect import bisect_left
 
-    by_chain: dict[str, list[tuple[int | None, bool]]] = {}
-    for offset, verdict, goto in rules:
-        chain = chain_of[bisect_right(bounds, offset) - 1]
-        by_chain.setdefault(chain, []).append((verdict, goto))
+    # a chain's rules, found when asked for (the built-in chains, and the few chains their
+    # rules ahead of nm-zones' jump lead to), not the whole table's sorted by chain
+    offsets = [offset for offset, _, _ in rules]
+    begins = {chain: bounds[index] for index, chain in enumerate(chain_of) if chain}
+
+    def rules_of(chain: str) -> list[tuple[int | None, bool]]:
+        begin = begins.get(chain)
+        if begin is None:
+            return []
+        after = bisect_left(bounds, begin) + 1
+        end = bounds[after] if after < len(bounds) else begin
+        first, last = bisect_left(offsets, begin), bisect_left(offsets, end)
+        return [(verdict, goto) for _, verdict, goto in rules[first:last]]
+
     memo: dict[str, bool] = {}
 
     def can_accept(chain: str) -> bool:
@@ -259,14 +275,14 @@ def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
             memo[chain] = any(
                 verdict == ACCEPT
                 or (verdict is not None and verdict >= 0 and can_accept(starts.get(verdict, "")))
-                for verdict, _ in by_chain.get(chain, ())
+                for verdict, _ in rules_of(chain)
             )
         return memo[chain]
 
     found = {}
     for chain in HOOK_NAMES:
         ahead = []
-        for number, (verdict, goto) in enumerate(by_chain.get(chain, ()), 1):
+        for number, (verdict, goto) in enumerate(rules_of(chain), 1):
             target = starts.get(verdict, "") if verdict is not None and verdict >= 0 else ""
             if target.startswith(PREFIX):
                 if ahead:
