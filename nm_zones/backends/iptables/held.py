@@ -244,16 +244,11 @@ def _name_jumps(walked: _Walked, bounds: list[int], chain_of: list[str]) -> dict
     return view
 
 
-def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
-    """{"INPUT bypass": (rule numbers, from 1)} for each built-in chain where another
-    program's rule ahead of nm-zones' first jump can accept a packet before nm-zones sees it:
-    an ACCEPT, a RETURN (the policy decides), a goto (its RETURN does too), or a jump to a
-    chain that can accept. Other rules ahead (a DROP, a LOG, docker's DOCKER-USER that
-    returns) change nothing nm-zones promises, and are left alone."""
+def _rules_by_chain(rules, bounds, chain_of):
+    """chain -> its rules as (verdict, goto), found when asked for: the built-in chains and
+    the few chains their rules ahead of nm-zones' jump lead to, not the whole table's."""
     from bisect import bisect_left
 
-    # a chain's rules, found when asked for (the built-in chains, and the few chains their
-    # rules ahead of nm-zones' jump lead to), not the whole table's sorted by chain
     offsets = [offset for offset, _, _ in rules]
     begins = {chain: bounds[index] for index, chain in enumerate(chain_of) if chain}
 
@@ -266,6 +261,16 @@ def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
         first, last = bisect_left(offsets, begin), bisect_left(offsets, end)
         return [(verdict, goto) for _, verdict, goto in rules[first:last]]
 
+    return rules_of
+
+
+def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
+    """{"INPUT bypass": (rule numbers, from 1)} for each built-in chain where another
+    program's rule ahead of nm-zones' first jump can accept a packet before nm-zones sees it:
+    an ACCEPT, a RETURN (the policy decides), a goto (its RETURN does too), or a jump to a
+    chain that can accept. Other rules ahead (a DROP, a LOG, docker's DOCKER-USER that
+    returns) change nothing nm-zones promises, and are left alone."""
+    rules_of = _rules_by_chain(rules, bounds, chain_of)
     memo: dict[str, bool] = {}
 
     def can_accept(chain: str) -> bool:
