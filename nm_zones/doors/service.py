@@ -265,12 +265,15 @@ class ZoneService:
 
     # -- the engine, shared pieces kept between calls --------------------------------------
 
-    def engine(self, fresh: bool = False) -> Engine:
+    def engine(self, fresh: bool = False, locked: bool = False) -> Engine:
         """A new Engine per call, sharing the compiled config and the opened backend while
         no config file changed; after any change both are taken afresh, so the service
         follows the settings (`backend:` included) exactly as the command does and the two
-        never move the rules back and forth."""
-        key = config_fingerprint(self.paths)
+        never move the rules back and forth. `locked`: for a call whose engine runs under
+        the state lock before it reads the config, where it looks for changes itself
+        (Engine.begin), so the files are not looked at twice."""
+        followed = locked and not fresh and self._compiled_key is not None
+        key = self._compiled_key if followed else config_fingerprint(self.paths)
         if fresh or key != self._compiled_key:
             self._compiled, self._compiled_key, self._backend = None, key, None
         engine = Engine(
@@ -287,6 +290,9 @@ class ZoneService:
         """Keep what the engine built for the next call; log its changes and warnings."""
         if engine._backend is not None:
             self._backend = engine._backend
+        if engine._compiled is not None and engine._compiled is not self._compiled:
+            # the engine found the config changed under the lock, and read it again
+            self._compiled, self._compiled_key = engine._compiled, engine._compiled.key[2]
         engine.report().show("nm-zones serve", changes_to=sys.stderr, prefix_changes=True)
         return [str(change) for change in engine.changes]
 
@@ -630,7 +636,7 @@ class ZoneService:
             return (target,)
         self.pending.zones.pop(interface, None)
         connection, env = await self.nm_profile(interface)
-        engine = self.engine()
+        engine = self.engine(locked=True)  # everything below runs in work(), under the lock
 
         def work(state):
             known = engine.known_zones()
