@@ -155,6 +155,7 @@ def main() -> int:
         print("bench/targets.py: needs firewalld's packages (apt-get download) and nft",
               file=sys.stderr)
         return 1
+    bench.compile_package()
     print(f"nm-zones' targets (issue 25) beside firewalld 1.3.3: medians of {runs} runs "
           f"(reloads, ports, the switch with many flows: {max(3, runs // 4)}; start-up: "
           f"{max(3, runs // 5)}), {others} other interfaces, {flows} flows; "

@@ -57,6 +57,7 @@ sys.path.insert(0, REPO)
 from jeepney import DBusAddress, MessageType, new_method_call  # noqa: E402
 from jeepney.io.blocking import open_dbus_connection  # noqa: E402
 
+from bench import compile_package  # noqa: E402
 from nm_zones.doors.install import COMMAND_PATH  # noqa: E402
 from nm_zones.ruleset.layout import flow_mark  # noqa: E402
 from tests.harness.firewalld import (  # noqa: E402
@@ -497,6 +498,7 @@ def main() -> int:
         print("bench/versus.py: needs firewalld's packages (apt-get download) and nft",
               file=sys.stderr)
         return 1
+    compile_package()
     print(f"nm-zones beside firewalld 1.3.3, medians of {args.runs} interleaved runs "
           f"(fewer for reloads and start-up); {os.cpu_count()} cores\n")
     for backend in ("nftables", "iptables") if args.backend == "both" else (args.backend,):
