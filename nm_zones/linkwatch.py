@@ -42,6 +42,3 @@ class LinkWatch:
         """The last look did not finish (an interface could not be cleaned): the next call
         says changed whatever it hears."""
         self._look = True
-
-    def close(self) -> None:
-        self._socket.close()

@@ -112,9 +112,7 @@ class Binding:
 # interfaces bound, building them field by field in Python is most of a load or a save
 _binding_fields = attrgetter(*Binding.__slots__)
 _INIT_PARAMETERS = Binding.__init__.__code__.co_varnames[1 : Binding.__init__.__code__.co_argcount]
-_INIT_ORDER = itemgetter(
-    *(Binding.__slots__.index(name) for name in _INIT_PARAMETERS)
-)
+_INIT_ORDER = itemgetter(*(Binding.__slots__.index(name) for name in _INIT_PARAMETERS))
 
 
 def _binding_of(values: tuple) -> Binding:

@@ -321,32 +321,46 @@ class HeldTables:
     """
 
     def __init__(self):
-        # (family, table) -> (hook offsets, Struct of the compared bytes, those bytes, view)
-        self._proofs: dict[tuple[str, str], tuple] = {}
+        # (family, table) -> (hook offsets, the proof of the table, the view made from it)
+        self._kept: dict[tuple[str, str], tuple[tuple[int, ...], _Proof, dict]] = {}
 
     def read_view(self, family: str, table: str) -> dict:
         if table not in loaded_tables(family):
-            self._proofs.pop((family, table), None)
+            self._kept.pop((family, table), None)
             return {}
         hooks, blob = table_blob(family, table)
-        kept = self._proofs.get((family, table))
-        if kept is not None:
-            kept_hooks, compared, kept_bytes, view = kept
-            same_layout = hooks == kept_hooks and compared.size == len(blob)
-            if same_layout and b"".join(compared.unpack(blob)) == kept_bytes:
-                return dict(view)
+        kept = self._kept.get((family, table))
+        if kept is not None and kept[0] == hooks and kept[1].matches(blob):
+            return dict(kept[2])
         walked = _walk(family, hooks, blob)
         view = _view_of_walked(walked)
-        compared = _compared_bytes(family, walked.sizes, len(blob))
-        self._proofs[(family, table)] = (hooks, compared, b"".join(compared.unpack(blob)), view)
+        self._kept[(family, table)] = (hooks, _Proof(family, walked.sizes, blob), view)
         return dict(view)
 
 
-def _compared_bytes(family: str, sizes: list[int], length: int):
+class _Proof:
+    """A table's entries, all but each one's comefrom and counters, to compare a later read
+    with. Made the first time a read asks: a process that reads a table once (an event, the
+    read after its commit) pays only for keeping a reference to what it read."""
+
+    def __init__(self, family: str, sizes: list[int], blob: bytes):
+        self._source: tuple[str, list[int], bytes] | None = (family, sizes, blob)
+        self._compared = Struct("")
+        self._bytes = b""
+
+    def matches(self, blob: bytes) -> bool:
+        if self._source is not None:
+            family, sizes, kept = self._source
+            self._compared = _compared_bytes(family, sizes, len(kept))
+            self._bytes, self._source = b"".join(self._compared.unpack(kept)), None
+        if self._compared.size != len(blob):
+            return False
+        return b"".join(self._compared.unpack(blob)) == self._bytes
+
+
+def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
     """A Struct that picks, from a table of entries of these sizes, every byte but each
     entry's comefrom and counters (pad bytes), the bytes in between as one string each."""
-    from _struct import Struct
-
     _, offsets_at, entry_size = LAYOUT[family]
     head = offsets_at + 4  # the ip part, nfcache, target_offset and next_offset
     skipped = entry_size - head  # comefrom and the counters
@@ -356,7 +370,6 @@ def _compared_bytes(family: str, sizes: list[int], length: int):
         pending = size - entry_size + head
     parts.append(f"{length - sum(sizes) + pending - head}s")
     return Struct("<" + "".join(parts)) if sizes else Struct(f"<{length}s")
-
 
 
 def view_digest(view: dict) -> str:
