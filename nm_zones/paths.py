@@ -129,3 +129,14 @@ def config_fingerprint(paths: Paths) -> tuple:
     return (os.geteuid() == 0, paths.shipped, paths.config, tuple(entries))
 
 
+def code_identity(names: tuple[str, ...]) -> tuple:
+    """(name, size, mtime) of nm-zones' own modules, by their paths in the package: what a
+    cache built by that code is keyed on."""
+    identity = []
+    for name in names:
+        try:
+            info = os.stat(os.path.join(SHIPPED_DIR, name))
+            identity.append((name, info.st_size, info.st_mtime_ns))
+        except OSError:
+            identity.append((name, None))
+    return tuple(identity)

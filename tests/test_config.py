@@ -599,3 +599,99 @@ def test_loading_the_config_does_not_import_inspect():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# -- the loaded configuration kept between commands (config/kept.py) ----------------------
+
+
+def kept_paths(etc) -> Paths:
+    os.makedirs(etc / "state", mode=0o755, exist_ok=True)
+    return Paths(config=str(etc), state=str(etc / "state"))
+
+
+def zones_command(etc) -> subprocess.CompletedProcess:
+    """`nm-zones zones` as its own process, its imports listed (-X importtime)."""
+    env = base_env(NM_ZONES_CONFIG_DIR=str(etc), NM_ZONES_STATE_DIR=str(etc / "state"))
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nm_zones", "zones"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        check=True,
+    )
+
+
+def imported(result: subprocess.CompletedProcess) -> set[str]:
+    return {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+
+
+def test_a_command_reads_the_files_again_exactly_when_they_changed(etc):
+    write(etc / "zones.d" / "lab.yaml", "description: first\ntarget: drop\n")
+    kept_paths(etc)
+    first = zones_command(etc)
+    assert "yaml" in imported(first) and "first" in first.stdout
+    again = zones_command(etc)  # nothing changed: the kept copy, PyYAML never imported
+    assert "yaml" not in imported(again) and again.stdout == first.stdout
+    write(etc / "zones.d" / "lab.yaml", "description: second\ntarget: drop\n")
+    edited = zones_command(etc)
+    assert "yaml" in imported(edited) and "second" in edited.stdout
+    write(etc / "zones.d" / "new.yaml", "description: added\n")
+    assert "added" in zones_command(etc).stdout
+    os.unlink(etc / "zones.d" / "new.yaml")
+    assert "added" not in zones_command(etc).stdout
+
+
+def test_the_kept_configuration_equals_a_fresh_load(etc):
+    from nm_zones.config.kept import load_kept
+
+    write(etc / "zones.d" / "broken.yaml", "target: maybe\n")
+    write(etc / "services.d" / "mine.yaml", "ports: [8080/tcp]\n")
+    paths = kept_paths(etc)
+    fresh = load(paths)
+    assert load_kept(paths) == fresh  # read from the files, then kept
+    assert os.stat(etc / "state" / "loaded").st_mode & 0o777 == 0o600
+    assert load_kept(paths) == fresh  # the kept copy, problems and broken zones included
+    assert load_kept(paths).broken_zones.keys() == {"broken"}
+
+
+class Planted:
+    """Unpickled, it leaves a file: the proof that a kept copy was trusted."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+@pytest.mark.parametrize("how", ["others can write it", "another user's", "another key"])
+def test_a_kept_copy_nm_zones_did_not_write_is_never_unpickled(etc, how):
+    import pickle
+
+    from nm_zones.config import kept
+
+    paths = kept_paths(etc)
+    load = kept.load_kept(paths)
+    path = etc / "state" / kept.KEPT_FILE
+    marker = etc / "unpickled"
+    key = pickle.loads(path.read_bytes())  # the key comes first in the file
+    if how == "another key":
+        key = (key[0] + 1, *key[1:])
+    path.write_bytes(pickle.dumps(key) + pickle.dumps(Planted(str(marker))))
+    os.chmod(path, 0o666 if how == "others can write it" else 0o600)
+    if how == "another user's":
+        os.chown(path, 65534, 65534)
+    assert kept.load_kept(paths) == load
+    assert not marker.exists()
+    assert os.stat(path).st_uid == os.geteuid()  # written again, by this user
+    assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+def test_a_fifo_where_the_kept_copy_should_be_is_read_around(etc):
+    from nm_zones.config.kept import KEPT_FILE, load_kept
+
+    paths = kept_paths(etc)
+    os.mkfifo(etc / "state" / KEPT_FILE)
+    assert load_kept(paths) == load(paths)  # never blocks; replaced by a regular file
+    assert os.path.isfile(etc / "state" / KEPT_FILE)

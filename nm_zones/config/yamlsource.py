@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
 from ..errors import NmZonesError
 from ..files import UntrustedFile, open_regular, read_all
 from .model import Problem
+
+TYPE_CHECKING = False  # typing itself would cost every event its import
+if TYPE_CHECKING:
+    import yaml
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_NODES = 100_000
@@ -30,9 +32,6 @@ _SCALAR_TAGS = {
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 class LocMap(dict):
     """A mapping that knows its own line and the line of each key."""
 
@@ -48,11 +47,12 @@ class LocList(list):
 
 
 class _Converter:
-    def __init__(self, path: str, problems: list[Problem]):
+    def __init__(self, yaml, path: str, problems: list[Problem]):
         self.path = path
         self.problems = problems
         self.count = 0
         self.constructor = yaml.constructor.SafeConstructor()
+        self.error = yaml.YAMLError
 
     def problem(self, line: int, key: str, message: str) -> None:
         self.problems.append(Problem(self.path, line, key, message))
@@ -62,9 +62,9 @@ class _Converter:
         line = node.start_mark.line + 1
         if self.count > MAX_NODES or depth > MAX_DEPTH:
             raise _TooBig(line)
-        if isinstance(node, yaml.ScalarNode):
+        if node.id == "scalar":
             return self._scalar(node, key, line)
-        if isinstance(node, yaml.SequenceNode):
+        if node.id == "sequence":
             return self._sequence(node, key, line, depth)
         if node.tag != _MAP_TAG:
             self.problem(line, key, f"YAML tag {node.tag} is not allowed (plain mappings only)")
@@ -79,7 +79,7 @@ class _Converter:
             return node.value
         try:
             return self.constructor.construct_object(node)
-        except yaml.YAMLError as error:
+        except self.error as error:
             self.problem(line, key, f"cannot read value {node.value!r}: {error.problem}")
             return None
 
@@ -101,7 +101,7 @@ class _Converter:
         mapping.key_lines = {}
         for key_node, value_node in node.value:
             key_line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in _SCALAR_TAGS:
+            if key_node.id != "scalar" or key_node.tag not in _SCALAR_TAGS:
                 self.problem(key_line, key, "keys must be plain text")
                 continue
             name = str(key_node.value)
@@ -154,11 +154,13 @@ def _read_text(path: str, problems: list[Problem]) -> str | None:
 
 def read_yaml(path: str, problems: list[Problem]):
     """Return the document's value (None when empty or unreadable); add problems found."""
+    import yaml  # here: a command that finds the config kept (config/kept.py) never reads one
+
     text = _read_text(path, problems)
     if text is None:
         return None
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
@@ -169,7 +171,7 @@ def read_yaml(path: str, problems: list[Problem]):
         return None
     if node is None:
         return None
-    converter = _Converter(path, problems)
+    converter = _Converter(yaml, path, problems)
     try:
         return converter.convert(node, "")
     except _TooBig as error:

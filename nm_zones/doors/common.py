@@ -23,9 +23,10 @@ def open_engine():
 
 
 def load_config(strict: bool = False):
-    from ..config.load import load
+    """The configuration as loaded from its files, kept between commands (config/kept.py)."""
+    from ..config.kept import load_kept
 
-    result = load(Paths.from_environment())
+    result = load_kept(Paths.from_environment())
     if strict and result.problems:
         raise ConfigError(result.problems)
     return result

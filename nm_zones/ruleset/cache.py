@@ -19,7 +19,7 @@ import marshal
 import os
 
 from ..files import read_trusted
-from ..paths import Paths, config_fingerprint
+from ..paths import Paths, code_identity, config_fingerprint
 from .layout import CHAIN_KINDS
 from .plan import NO_TABLE, TARGET, KernelPlan, ZonePlan, for_interface, template
 
@@ -127,19 +127,6 @@ COMPILER_MODULES = (
     "ruleset/plan.py",
     "ruleset/rules.py",
 )
-
-
-def code_identity(names: tuple[str, ...]) -> tuple:
-    """(name, size, mtime) of nm-zones' own modules, by their paths in the package."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    identity = []
-    for name in names:
-        try:
-            info = os.stat(os.path.join(here, name))
-            identity.append((name, info.st_size, info.st_mtime_ns))
-        except OSError:
-            identity.append((name, None))
-    return tuple(identity)
 
 
 def cache_key(paths: Paths) -> tuple:

@@ -55,7 +55,7 @@ def kernel_identity(iptc) -> tuple:
     except OSError:
         library_id = (library,)
     version = getattr(getattr(iptc, "version", None), "__version__", "")
-    from ...ruleset.cache import code_identity
+    from ...paths import code_identity
 
     code = code_identity(("backends/iptables/entries.py", "ruleset/layout.py"))
     return (ENTRIES_VERSION, system.release, system.version, version, library_id, code)
