@@ -22,12 +22,12 @@ VPN clients and container runtimes set the whole ct mark of flows for themselves
 
 Cost. The look happens only when the switch tightens: when some packet the old zone accepted
 as new is refused by the new one (`tightens`, on the compiled plans, microseconds). A switch
-to a laxer or equal zone never imports pyroute2 (200-600 ms on a busy 2-core machine, and
-10 MiB); neither does a tightening switch in a namespace whose conntrack table is empty, nor
-one of an interface the host has no route through (before it has addresses).
+to a laxer or equal zone never reads the conntrack table; neither does a tightening switch in
+a namespace whose conntrack table is empty, nor one of an interface the host has no route
+through (before it has addresses).
 
 Which flows are read. Reading the whole table cost seconds with 10 000 flows tracked (most
-of it pyroute2 parsing each entry, and one route lookup per source). So each interface's
+of it parsing each entry, and one route lookup per source). So each interface's
 input and forward chains give a flow's first packet the interface's code in the top 8 bits
 of the ct mark (ruleset/layout.py FLOW_MARK_*: 4 of the 8 bits, 70 codes, from the name;
 the other 24 bits are left as they are), and a switch asks for one dump, both families, that
@@ -44,8 +44,13 @@ What the filter cannot save: the kernel still walks its whole conntrack hash tab
 namespaces' entries, and every bucket: about 9 ms with 262 144 buckets on an idle 2-core
 machine), so a tightening switch with one flow tracked costs that much more than one with
 none, and 10 000 unrelated flows cost about the same as one. That dump is first only
-counted, over a netlink socket of nm-zones' own (flowcount.py): when no flow may have entered
-through the interface, which is most of the time, pyroute2 is neither imported nor used.
+counted (flowcount.py: the answers counted, none parsed): when no flow may have
+entered through the interface, which is most of the time, nothing is parsed and no address
+or route is looked up.
+
+How the kernel is asked. Over netlink sockets of nm-zones' own (netlink.py, conntrack.py,
+routing.py), with the standard library: pyroute2 would cost a process 200-600 ms of imports
+and the resident service 20 MiB for good, for a handful of message types.
 
 Which flows entered through the interface. Conntrack does not record the interface a flow
 came in on, and the mark only narrows what is read (codes are shared, and unmarked flows
@@ -111,7 +116,7 @@ PORT_PROTOCOLS = {6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
 ICMP_MATCHES = {"icmp": ("icmp-type", 1), "icmp6": ("icmpv6-type", 58)}
 # include/uapi/linux/netfilter/nf_conntrack_common.h
 IPS_EXPECTED, IPS_SRC_NAT, IPS_DST_NAT = 1 << 0, 1 << 4, 1 << 5
-ENDED_BIT = 1 << int(ENDED_LABEL)  # as pyroute2 reads and writes CTA_LABELS
+ENDED_BIT = 1 << int(ENDED_LABEL)  # label n is bit n of CTA_LABELS (conntrack.Entry)
 # socket's values on Linux (this module is imported by every switch: no socket)
 AF_UNSPEC, AF_INET, AF_INET6 = 0, 2, 10
 
@@ -138,7 +143,7 @@ def after_switch(compiled, interface: str, before: str, after) -> tuple[int, str
 
 def conntrack_has_entries() -> bool:
     """False when this namespace's conntrack table is empty (or conntrack is not loaded):
-    then there is nothing to end, and no reason to import pyroute2."""
+    then there is nothing to end, and no reason to ask the kernel for flows."""
     try:
         with open(CONNTRACK_COUNT) as stream:
             return stream.read().strip() != "0"
@@ -151,7 +156,7 @@ def conntrack_has_entries() -> bool:
 def routed_through(interface: str) -> bool:
     """False when the host has no route through the interface (say, at `pre-up`, before it
     has addresses), IPv4 or unicast IPv6: then no flow counts as having entered through it
-    (see the module's docstring), and there is no reason to import pyroute2."""
+    (see the module's docstring), and there is no reason to ask the kernel for flows."""
     try:
         with open("/proc/net/route") as stream:
             if any(line.split()[:1] == [interface] for line in stream):
@@ -366,21 +371,16 @@ def translation(specs: tuple, packet: Packet) -> tuple | None:
 
 
 class Flow:
-    """One conntrack entry: its original and reply tuples as this module needs them."""
+    """One conntrack entry (conntrack.Entry) with the questions this module asks of it."""
 
-    __slots__ = ("family", "labels", "master", "orig", "proto", "reply", "status", "zone")
+    __slots__ = ("entry", "family", "labels", "master", "orig", "proto", "reply", "status", "zone")
 
-    def __init__(self, family: int, message):
-        self.family = family
-        self.orig = _tuple(message.get_attr("CTA_TUPLE_ORIG"))
-        self.reply = _tuple(message.get_attr("CTA_TUPLE_REPLY"))
-        master = message.get_attr("CTA_TUPLE_MASTER")
-        self.master = _tuple(master) if master is not None else None
-        self.proto = self.orig["CTA_PROTO_NUM"]
-        self.status = message.get_attr("CTA_STATUS") or 0
-        self.zone = message.get_attr("CTA_ZONE")
-        labels = message.get_attr("CTA_LABELS") or 0  # sent only when some label is set
-        self.labels = labels if isinstance(labels, int) else 0
+    def __init__(self, entry):
+        self.entry = entry
+        self.family, self.orig, self.reply = entry.family, entry.orig, entry.reply
+        self.master, self.status, self.zone = entry.master, entry.status, entry.zone
+        self.labels = entry.labels
+        self.proto = self.orig.get("CTA_PROTO_NUM")
 
     def key(self) -> tuple:
         return tuple(sorted(self.orig.items()))
@@ -395,37 +395,24 @@ class Flow:
         return self.reply.get("CTA_IP_V4_SRC") or self.reply["CTA_IP_V6_SRC"]
 
 
-def _tuple(nested) -> dict:
-    """A conntrack tuple (CTA_TUPLE_IP and CTA_TUPLE_PROTO) as one flat mapping."""
-    values = {}
-    for part in ("CTA_TUPLE_IP", "CTA_TUPLE_PROTO"):
-        found = nested.get_attr(part)
-        if found is not None:
-            values.update((name, value) for name, value in found["attrs"])
-    return values
-
-
 class Host:
     """This host's addresses and routes, from the kernel, looked up once per question."""
 
-    def __init__(self, ipr, ifindex: int):
+    def __init__(self, routing, ifindex: int):
         import ipaddress
 
-        self.ipr, self.ifindex = ipr, ifindex
+        self.routing, self.ifindex = routing, ifindex
         self.broadcast = ipaddress.ip_address("255.255.255.255")
         self.local: set = set()  # every address of this host, broadcasts included
         self.own: set = set()  # the addresses of the interface
         self.link_local_families: set = set()  # families with a link-local address here
-        for message in ipr.get_addr():
-            # on a point-to-point link IFA_ADDRESS is the other end: IFA_LOCAL is ours
-            text = message.get_attr("IFA_LOCAL") or message.get_attr("IFA_ADDRESS")
+        for index, text, broadcast in routing.addresses():
             address = ipaddress.ip_address(text)
             self.local.add(address)
-            if message["index"] == ifindex:
+            if index == ifindex:
                 self.own.add(address)
                 if address.is_link_local:
                     self.link_local_families.add(address.version)
-            broadcast = message.get_attr("IFA_BROADCAST")
             if broadcast:
                 self.local.add(ipaddress.ip_address(broadcast))
         self._routes: dict = {}
@@ -439,13 +426,11 @@ class Host:
         address `via`, if any, so that rules selecting by source address apply)."""
         key = (source, via)
         if key not in self._routes:
-            query = {"dst": str(source)}
-            if via is not None and not via.is_multicast and via in self.local:
-                query["src"] = str(via)
+            if via is None or via.is_multicast or via not in self.local:
+                via = None
             try:
-                routes = self.ipr.route("get", **query)
-                self._routes[key] = any(r.get_attr("RTA_OIF") == self.ifindex for r in routes)
-            except Exception:  # no route back: the flow cannot be answered through here
+                self._routes[key] = self.routing.route_interface(source, via) == self.ifindex
+            except OSError:  # no route back: the flow cannot be answered through here
                 self._routes[key] = False
         return self._routes[key]
 
@@ -463,39 +448,30 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
     plan `new` refuses as new (`old`: the zone before, whose port forwarding may explain a
     flow's address translation), and abort their local TCP sockets. Returns how many flows
     ended, and what kept others from ending for good."""
-    import contextlib
-
     from .flowcount import count_marked
     from .ifname import interface_index
 
     ifindex = interface_index(interface)
     if not ifindex or count_marked(0, _outside(interface)) == 0:
-        return 0, []  # no flow may have entered through it: pyroute2 is not even imported
-    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
+        return 0, []  # no flow may have entered through it: nothing parsed, no route looked up
+    from .conntrack import Conntrack
 
     ended, problems = 0, []
-    with contextlib.ExitStack() as stack:
-        reader = stack.enter_context(contextlib.closing(NFCTSocket(nfgen_family=AF_UNSPEC)))
-        flows = candidates(reader, interface)
+    with Conntrack() as conntrack:
+        flows = candidates(conntrack, interface)
         if not flows:
             return 0, []  # no route lookups, no addresses read
-        from pyroute2 import IPRoute
+        from .routing import Routing
 
-        host = Host(stack.enter_context(IPRoute()), ifindex)
-        for family, address_family in (("ipv4", AF_INET), ("ipv6", AF_INET6)):
-            mine = [flow for flow in flows if flow.family == address_family]
-            doomed = forbidden(mine, family, host, old, new)
-            if not doomed:
-                continue
-            # a request names its entry by a tuple of the socket's family
-            conntrack = stack.enter_context(
-                contextlib.closing(NFCTSocket(nfgen_family=address_family))
-            )
-            for flow in doomed:
-                done, problem = _end(conntrack, NFCTAttrTuple, flow, host)
-                ended += done
-                if problem:
-                    problems.append(problem)
+        with Routing() as routing:
+            host = Host(routing, ifindex)
+            for family, address_family in (("ipv4", AF_INET), ("ipv6", AF_INET6)):
+                mine = [flow for flow in flows if flow.family == address_family]
+                for flow in forbidden(mine, family, host, old, new):
+                    done, problem = _end(conntrack, flow, host)
+                    ended += done
+                    if problem:
+                        problems.append(problem)
     return ended, problems
 
 
@@ -511,24 +487,14 @@ def candidates(conntrack, interface: str) -> list:
     The dump still walks the kernel's whole conntrack hash table (all namespaces' entries
     and every bucket: about 9 ms with 262144 buckets on a 2-core machine), so a switch that
     looks costs that much more than one with an empty table, which does not look at all."""
-    return [
-        Flow(found["nfgen_family"], found) for found in _dump(conntrack, 0, _outside(interface))
-    ]
+    from .conntrack import Entry
+
+    return [Flow(Entry(payload)) for payload in conntrack.marked(0, _outside(interface))]
 
 
 def _outside(interface: str) -> int:
     """The mark bits a flow that entered through `interface` cannot have set."""
     return FLOW_MARK_MASK & ~flow_mark(interface)
-
-
-def _dump(conntrack, value: int, mask: int) -> tuple:
-    """The entries whose mark, masked by `mask`, is `value`: filtered by the kernel (a value
-    of 0 is a filter too, which pyroute2's dump() does not send)."""
-    from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST
-    from pyroute2.netlink.nfnetlink.nfctsocket import IPCTNL_MSG_CT_GET, nfct_msg
-
-    message = nfct_msg.create_from(mark=value, mark_mask=mask)
-    return conntrack.request(message, IPCTNL_MSG_CT_GET, msg_flags=NLM_F_REQUEST | NLM_F_DUMP)
 
 
 def forbidden(flows: list, family: str, host: Host, old, new) -> list:
@@ -612,14 +578,14 @@ def _sent_elsewhere(flow: Flow, family: str, host: Host, old, forwarding, first,
     return not same_place or flow.reply.get("CTA_PROTO_SRC_PORT") != (to_port or first.dport)
 
 
-def _end(conntrack, attr_tuple, flow: Flow, host: Host) -> tuple[int, str]:
+def _end(conntrack, flow: Flow, host: Host) -> tuple[int, str]:
     """End one flow: label its entry (the zones' chains drop its packets from now on, either
     way), and abort the local socket of a TCP connection to this host (nothing here sends
     on it again, even once the entry has expired). Returns (1 when the flow ended here,
     else 0; what went wrong, or "")."""
     if flow.labels & ENDED_BIT:
         return 0, ""  # ended by an earlier switch: still labeled
-    labeled = _label(conntrack, attr_tuple, flow)
+    labeled = _label(conntrack, flow)
     if labeled is None:
         return 0, ""  # it ended by itself
     why = _abort_socket(flow, host)
@@ -631,30 +597,25 @@ def _end(conntrack, attr_tuple, flow: Flow, host: Host) -> tuple[int, str]:
     )
 
 
-def _label(conntrack, attr_tuple, flow: Flow) -> bool | None:
+def _label(conntrack, flow: Flow) -> bool | None:
     """Label the flow's entry ended: True; deleted, as an entry made while no rule used
     labels has no room for one: False; None when the entry is gone already."""
     import errno
 
-    from pyroute2.netlink.exceptions import NetlinkError
-
-    request = {"tuple_orig": _orig_tuple(attr_tuple, flow)}
-    if flow.zone:
-        request["zone"] = flow.zone
     try:
-        conntrack.entry("set", labels=ENDED_BIT, labels_mask=ENDED_BIT, **request)
+        conntrack.set_labels(flow.entry, ENDED_BIT)
         return True
-    except NetlinkError as error:
-        if error.code == errno.ENOENT:
+    except OSError as error:
+        if error.errno == errno.ENOENT:
             return None
-        if error.code != errno.ENOSPC:
+        if error.errno != errno.ENOSPC:
             raise
     # deleted instead, the peer's next packet meets the new zone as a new flow; this
     # host's would revive it, so only a TCP connection whose socket is aborted counts
     try:
-        conntrack.entry("del", **request)
-    except NetlinkError as deleting:
-        if deleting.code != errno.ENOENT:
+        conntrack.delete(flow.entry)
+    except OSError as deleting:
+        if deleting.errno != errno.ENOENT:
             raise
     return False
 
@@ -680,21 +641,3 @@ def _abort_socket(flow: Flow, host: Host) -> str:
         return ""
     except OSError as error:  # EOPNOTSUPP: the label (if any) still holds while it lives
         return f"cannot abort its socket: {error.strerror or error}"
-
-
-def _orig_tuple(attr_tuple, flow: Flow):
-    """The flow's original tuple, as conntrack requests name an entry."""
-    orig = flow.orig
-    v4 = flow.family != AF_INET6
-    icmp = "CTA_PROTO_ICMP_" if v4 else "CTA_PROTO_ICMPV6_"
-    return attr_tuple(
-        family=flow.family,
-        saddr=flow.source(),
-        daddr=flow.destination(),
-        proto=flow.proto,
-        sport=orig.get("CTA_PROTO_SRC_PORT"),
-        dport=orig.get("CTA_PROTO_DST_PORT"),
-        icmp_id=orig.get(icmp + "ID"),
-        icmp_type=orig.get(icmp + "TYPE"),
-        icmp_code=orig.get(icmp + "CODE"),
-    )

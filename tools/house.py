@@ -47,8 +47,9 @@ EVENT_PATH = (  # `.*`: the package and everything in it
 )
 SPEC_MODULE = f"{PACKAGE}.ruleset.plan"  # the one module that reads a rule spec by position
 STAGES = (
-    ("helpers", ("addresses", "appnames", "digest", "errors", "files", "flowcount", "ifname",
-                 "lazy", "linkwatch", "locks", "log", "paths", "protocols", "text")),
+    ("helpers", ("addresses", "appnames", "conntrack", "digest", "errors", "files", "flowcount",
+                 "ifname", "lazy", "linkwatch", "locks", "log", "netlink", "paths", "protocols",
+                 "routing", "text")),
     ("config", ("config",)),
     ("ruleset", ("ruleset",)),
     ("backends", ("backends",)),

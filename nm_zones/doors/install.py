@@ -82,11 +82,11 @@ def stable_interpreter(
 
 def package_paths() -> list[str]:
     """The sys.path entries the hook needs: nm_zones, python-iptables (and its libxtwrapper),
-    PyYAML, for when the config cache is rebuilt, and pyroute2, for ending flows (flows.py)."""
+    PyYAML, for when the config cache is rebuilt, and jeepney, for the D-Bus service."""
     import importlib.util
 
     found: list[str] = []
-    for module in ("nm_zones", "iptc", "yaml", "pyroute2", "jeepney"):
+    for module in ("nm_zones", "iptc", "yaml", "jeepney"):
         spec = importlib.util.find_spec(module)
         if spec and spec.origin:
             folder = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
