@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from .flowcount import BE32, NETLINK_NETFILTER, NFGENMSG, ctnetlink, marked
-from .netlink import NLM_F_ACK, Channel, attribute, attributes, nested
+from .netlink import NLM_F_ACK, Channel, attribute, attributes, kept, nested
 
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_DELETE = 0, 2
 AF_INET, AF_INET6 = 2, 10
@@ -102,21 +102,22 @@ def _request(family: int, *parts: bytes) -> bytes:
     return NFGENMSG.pack(family, 0, 0) + b"".join(parts)
 
 
-class Conntrack(Channel):
-    """A ctnetlink socket of this process's namespace."""
+class Conntrack:
+    """ctnetlink, over this process's kept NETLINK_NETFILTER socket (netlink.kept: a switch
+    that closed one right after its commit would wait for the kernel)."""
 
-    def __init__(self):
-        super().__init__(NETLINK_NETFILTER)
+    def __init__(self, channel: Channel | None = None):
+        self.channel = channel or kept(NETLINK_NETFILTER)
 
     def marked(self, value: int, mask: int) -> list[bytes]:
         """flowcount.marked: the entries whose masked ct mark is `value`, unparsed."""
-        return marked(self, value, mask)
+        return marked(self.channel, value, mask)
 
     def set_labels(self, entry: Entry, bits: int) -> None:
         """Set label `bits` on the entry (OSError ENOENT: it is gone; ENOSPC: it was made
         while no rule used labels, and has no room for one)."""
         words = LABELS.pack(bits & (1 << 64) - 1, bits >> 64)
-        self.ask(
+        self.channel.ask(
             ctnetlink(IPCTNL_MSG_CT_NEW),
             NLM_F_ACK,
             self._naming(entry)
@@ -126,7 +127,7 @@ class Conntrack(Channel):
 
     def delete(self, entry: Entry) -> None:
         """Delete the entry (OSError ENOENT: it is gone)."""
-        self.ask(ctnetlink(IPCTNL_MSG_CT_DELETE), NLM_F_ACK, self._naming(entry))
+        self.channel.ask(ctnetlink(IPCTNL_MSG_CT_DELETE), NLM_F_ACK, self._naming(entry))
 
     @staticmethod
     def _naming(entry: Entry) -> bytes:

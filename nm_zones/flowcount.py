@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from .netlink import NLM_F_DUMP, Channel, attribute
+from .netlink import NLM_F_DUMP, Channel, attribute, kept
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_CTNETLINK = 1
@@ -36,7 +36,6 @@ def count_marked(value: int, mask: int) -> int | None:
     """The number of such entries; None when the kernel did not answer in full (an error, or
     a dump the table kept changing under): the caller then reads the flows the long way."""
     try:
-        with Channel(NETLINK_NETFILTER) as channel:
-            return len(marked(channel, value, mask))
+        return len(marked(kept(NETLINK_NETFILTER), value, mask))
     except OSError:
         return None

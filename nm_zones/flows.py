@@ -457,21 +457,21 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
     from .conntrack import Conntrack
 
     ended, problems = 0, []
-    with Conntrack() as conntrack:
-        flows = candidates(conntrack, interface)
-        if not flows:
-            return 0, []  # no route lookups, no addresses read
-        from .routing import Routing
+    conntrack = Conntrack()
+    flows = candidates(conntrack, interface)
+    if not flows:
+        return 0, []  # no route lookups, no addresses read
+    from .routing import Routing
 
-        with Routing() as routing:
-            host = Host(routing, ifindex)
-            for family, address_family in (("ipv4", AF_INET), ("ipv6", AF_INET6)):
-                mine = [flow for flow in flows if flow.family == address_family]
-                for flow in forbidden(mine, family, host, old, new):
-                    done, problem = _end(conntrack, flow, host)
-                    ended += done
-                    if problem:
-                        problems.append(problem)
+    with Routing() as routing:
+        host = Host(routing, ifindex)
+        for family, address_family in (("ipv4", AF_INET), ("ipv6", AF_INET6)):
+            mine = [flow for flow in flows if flow.family == address_family]
+            for flow in forbidden(mine, family, host, old, new):
+                done, problem = _end(conntrack, flow, host)
+                ended += done
+                if problem:
+                    problems.append(problem)
     return ended, problems
 
 

@@ -64,6 +64,7 @@ class Channel:
         self.sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol)
         self.sock.settimeout(TIMEOUT_SECONDS)
         self.seq = 0
+        self.broken = False  # a request cut short: its answers may still come
 
     def __enter__(self) -> Channel:
         return self
@@ -74,10 +75,13 @@ class Channel:
     def ask(self, kind: int, flags: int, body: bytes) -> list[bytes]:
         """Send one request; the payload (after struct nlmsghdr) of each answer. OSError with
         the kernel's errno when it refuses; with NLM_F_ACK, [] once it agreed."""
+        self.broken = True
         for _ in range(ATTEMPTS):
             answers, interrupted = self._exchange(kind, flags, body)
             if not interrupted:
+                self.broken = False
                 return answers
+        self.broken = False  # read to its end every time
         raise DumpInterrupted(11, "the table kept changing while it was read")
 
     def _exchange(self, kind: int, flags: int, body: bytes) -> tuple[list[bytes], bool]:
@@ -100,15 +104,32 @@ class Channel:
                 if seq != self.seq:
                     continue  # the rest of an earlier request's answer
                 interrupted = interrupted or bool(answer_flags & NLM_F_DUMP_INTR)
-                if answer == NLMSG_DONE:
-                    return answers, interrupted
-                if answer == NLMSG_ERROR:
-                    code = -ERROR_CODE.unpack_from(payload)[0]
-                    if code:
+                if answer in (NLMSG_DONE, NLMSG_ERROR):  # both carry an errno, 0 for none
+                    code = -ERROR_CODE.unpack_from(payload)[0] if len(payload) >= 4 else 0
+                    if code:  # a refusal, or a dump the kernel could not finish
                         import os
 
                         raise OSError(code, os.strerror(code))
-                    return answers, interrupted  # the acknowledgement
+                    return answers, interrupted  # the dump's end, or the acknowledgement
                 answers.append(payload)
                 if not flags & NLM_F_DUMP and not flags & NLM_F_ACK:
                     return answers, interrupted  # a single answer
+
+
+_kept: dict[tuple[int, int, int], Channel] = {}
+
+
+def kept(protocol: int) -> Channel:
+    """This process's (and thread's) socket of `protocol`, opened on first use and never
+    closed. For NETLINK_NETFILTER that matters: the kernel's release of any such socket
+    first waits until the objects of nf_tables' last transaction are freed, an RCU grace
+    period after the commit (5-15 ms), and a switch asks conntrack right after committing
+    its rules. A socket left with a request cut short is replaced."""
+    import os
+    from _thread import get_ident
+
+    key = (os.getpid(), get_ident(), protocol)
+    found = _kept.get(key)
+    if found is None or found.broken:
+        found = _kept[key] = Channel(protocol)
+    return found

@@ -341,14 +341,14 @@ for message in table.dump():
     port = ports.get("CTA_PROTO_DST_PORT")
     marks.append([*key(source, destination, port), message.get_attr("CTA_MARK") or 0])
 table.close()
-with Conntrack() as conntrack:
-    read = {
-        name: [
-            key(flow.source(), flow.destination(), flow.orig.get("CTA_PROTO_DST_PORT"))
-            for flow in candidates(conntrack, name)
-        ]
-        for name in sys.argv[1:]
-    }
+conntrack = Conntrack()
+read = {
+    name: [
+        key(flow.source(), flow.destination(), flow.orig.get("CTA_PROTO_DST_PORT"))
+        for flow in candidates(conntrack, name)
+    ]
+    for name in sys.argv[1:]
+}
 print(json.dumps({"marks": marks, "read": read}))
 """
 
