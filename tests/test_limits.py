@@ -98,3 +98,64 @@ def test_the_limiter_forgets_callers_but_not_their_count():
     lines = limiter.summaries()
     held = sum(int(line.split()[0]) for line in lines)
     assert held == 50, lines
+
+
+# -- the service's memory given back (doors/memory.py) --------------------------------------
+
+
+def test_a_burst_of_calls_gives_memory_back_once_it_is_over():
+    import asyncio
+
+    from nm_zones.doors.memory import QUIET_SECONDS, GiveBack
+
+    trims = []
+
+    async def burst():
+        memory = GiveBack()
+        memory.trim = trims.append  # the pure logic: when it trims, not glibc
+        for _ in range(5):
+            memory.after_work()
+        assert trims == []  # never before the burst is over (the replies went first)
+        await asyncio.sleep(QUIET_SECONDS * 3)
+        assert trims == [0] and memory.handle is None
+        memory.after_work()
+        await asyncio.sleep(QUIET_SECONDS * 3)
+        assert trims == [0, 0]
+
+    asyncio.run(burst())
+
+
+GIVE_BACK = """
+import asyncio
+from nm_zones.doors.memory import QUIET_SECONDS, GiveBack, share_one_arena
+def rss():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0])
+share_one_arena()
+kept = [bytes(2048) for _ in range(40000)][::50]  # 80 MB built, one block in 50 kept
+before = rss()
+async def quiet():
+    memory = GiveBack()
+    memory.after_work()
+    await asyncio.sleep(QUIET_SECONDS * 3)
+asyncio.run(quiet())
+print(before, rss())
+"""
+
+
+def test_the_memory_a_burst_freed_goes_back_to_the_kernel():
+    """Real glibc: the gaps between the blocks still in use are returned (malloc_trim)."""
+    import subprocess
+    import sys
+
+    from tests.harness.lab import REPO, base_env
+
+    result = subprocess.run(
+        [sys.executable, "-c", GIVE_BACK],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=base_env(),
+        check=True,
+    )
+    before, after = map(int, result.stdout.split())
+    assert before - after > 40_000, (before, after)  # KiB: most of the 80 MB freed

@@ -79,6 +79,7 @@ from .firewalld_props import PROPERTIES_INTERFACE, PropertyError
 from .firewalld_zone import PendingInterfaces, RuntimeZones, method_xml
 from .limits import RefusalLog, bounded_reply, too_large
 from .listeners_bus import ListenerWatch
+from .memory import GiveBack, share_one_arena
 from .networks import assign_on_bus
 from .nflog import DeniedPackets
 from .nm import assign, disable, enable
@@ -257,6 +258,7 @@ class ZoneService:
         self._tasks: set[asyncio.Task] = set()
         self.refusals = RefusalLog()  # what callers make the service log, rate-limited
         self._summary: asyncio.TimerHandle | None = None
+        self.memory = GiveBack()  # what a burst of calls freed, returned once it is over
         self._descriptions: tuple[tuple | None, dict[str, str]] = (None, {})
         # bus round trips saved on every call; each is only a shortcut to something stable:
         self._uids: dict[str, int] = {}  # unique bus name -> uid (names are never reused)
@@ -370,6 +372,7 @@ class ZoneService:
             reply = error_reply(*self.failed_call(request, error))
         if request.wants_reply:
             await self.bus.send(reply)
+        self.memory.after_work()
 
     def failed_call(self, request: Request, error: Exception) -> tuple[str, str]:
         """The service's one error handler for calls: the D-Bus error name and text of a
@@ -1129,6 +1132,7 @@ def check_firewalld(enabled_marker: str = FIREWALLD_ENABLED) -> None:
 
 async def serve(paths: Paths) -> int:
     check_firewalld()
+    share_one_arena()  # before any worker thread
     try:
         connection = await open_dbus_connection("SYSTEM")
     except (OSError, ValueError) as error:
