@@ -133,33 +133,75 @@ def _shared(*methods: str) -> bool:
     return "shared" in methods
 
 
+NMCLI_FIELDS = "connection.uuid,connection.zone,connection.type,connection.permissions," + (
+    "ipv4.method,ipv6.method"
+)
+
+
 def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
     """(zone, type, shared, permissions) of a profile from nmcli; None when nmcli does not
     know it."""
+    return nmcli_connections([uuid]).get(uuid)
+
+
+def nmcli_connections(uuids: list[str]) -> dict[str, tuple[str, str, bool, str]]:
+    """(zone, type, shared, permissions) of each profile nmcli knows, by UUID, asked in as
+    few runs as it takes: one nmcli costs 5-40 ms, and a reload asks for every profile
+    bound. nmcli stops at the first UUID it does not know; those after it are asked again."""
+    found: dict[str, tuple[str, str, bool, str]] = {}
+    left = list(dict.fromkeys(u for u in uuids if u))
+    while left:
+        answered, unknown = _nmcli_show(left)
+        found.update(answered)
+        if unknown not in left:  # all answered, or nmcli cannot answer at all
+            break
+        left = left[left.index(unknown) + 1 :]
+    return found
+
+
+def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]], str]:
+    """One `nmcli connection show uuid A uuid B ...`: its answers by UUID (terse, a line
+    FIELD:VALUE per field the profile has: one without IP settings has no ipv4/ipv6 lines),
+    and the UUID it stopped at as unknown ("" when none)."""
     import subprocess
 
+    argv = ["nmcli", "-t", "-f", NMCLI_FIELDS, "connection", "show"]
+    for uuid in uuids:
+        argv += ["uuid", uuid]
     try:
         result = subprocess.run(
-            [
-                "nmcli",
-                "-g",
-                "connection.zone,connection.type,connection.permissions,ipv4.method,ipv6.method",
-                "connection",
-                "show",
-                uuid,
-            ],
+            argv,
             capture_output=True,
             text=True,
             timeout=NMCLI_TIMEOUT,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    if result.returncode != 0:
-        return None
-    # connection.* first: a profile without IP settings may print no line for ipv4/ipv6
-    lines = [line.strip() for line in result.stdout.split("\n")] + ["", "", ""]
-    return lines[0], lines[1], _shared(lines[3], lines[4]), lines[2]
+        return {}, ""
+    profiles: list[dict[str, str]] = []
+    for line in result.stdout.split("\n"):
+        field, colon, value = line.partition(":")
+        if not colon:
+            continue
+        if field == "connection.uuid":
+            profiles.append({})
+        if profiles:
+            profiles[-1][field] = value.strip()
+    wanted = set(uuids)
+    answers = {
+        p["connection.uuid"]: (
+            p.get("connection.zone", ""),
+            p.get("connection.type", ""),
+            _shared(p.get("ipv4.method", ""), p.get("ipv6.method", "")),
+            p.get("connection.permissions", ""),
+        )
+        for p in profiles
+        if p.get("connection.uuid") in wanted
+    }
+    unknown = ""
+    if result.returncode != 0 and "no such connection profile" in result.stderr:
+        unknown = next((u for u in uuids if u not in answers), "")
+    return answers, unknown
 
 
 def read_connection(uuid: str, name: str, filename: str = "") -> Connection:

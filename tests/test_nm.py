@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from nm_zones.state import STATE_FILE
-from tests.harness.lab import REPO, wait_for
+from tests.harness.lab import PYTHON, REPO, base_env, wait_for
 from tests.harness.nm_sandbox import NMSandbox
 
 HOOK = os.path.join(REPO, "dispatcher.d", "50-nm-zones")
@@ -143,6 +144,47 @@ def test_a_profile_its_user_may_edit_cannot_choose_trusted(nm, backend):
     nm.nm_zones("reload")  # and takes it back: the profile, read with nmcli, is refused
     assert nm.zone_of(link.name) == "public"
     assert nm.probe(specs(link)) == PUBLIC
+
+
+NMCLI_LOGGED = """#!/bin/sh
+echo "$*" >> "$(dirname "$0")/runs"
+exec /usr/bin/nmcli "$@"
+"""
+PROFILES = """
+import json, sys
+from nm_zones.resolve import nmcli_connections
+print(json.dumps(nmcli_connections(sys.argv[1:])))
+"""
+
+
+def test_a_reload_reads_every_bound_profile_again_in_one_nmcli_run(nm, tmp_path):
+    """A reload asks NetworkManager again for each profile whose own zone decided its
+    interface: in one nmcli run however many are bound (a run each made a reload with 200
+    bound take a second), and a UUID nmcli no longer knows does not hide the others."""
+    uuids = []
+    for n in range(3):
+        link = nm.add_veth()
+        uuids.append(nm.add_connection(link, f"lan{n}", "connection.zone", "home"))
+        nm.nmcli("connection", "up", f"lan{n}")
+        nm.wait_zone(link.name, "home")
+    # the admin changes two profiles without reapplying them: no event comes
+    nm.nmcli("connection", "modify", "lan0", "connection.zone", "work")
+    nm.nmcli("connection", "modify", "lan2", "connection.zone", "block")
+    assert [nm.zone_of(link.name) for link in nm.links] == ["home"] * 3
+    wrapper = tmp_path / "wrap" / "nmcli"  # logs each run, then runs nmcli
+    wrapper.parent.mkdir()
+    wrapper.write_text(NMCLI_LOGGED)
+    wrapper.chmod(0o755)
+    env = base_env()
+    env["PATH"] = f"{wrapper.parent}:{env['PATH']}"
+    nm.run([PYTHON, "-m", "nm_zones", "reload"], env=env)
+    assert [nm.zone_of(link.name) for link in nm.links] == ["work", "home", "block"]
+    runs = (wrapper.parent / "runs").read_text().splitlines()
+    assert len(runs) == 1 and all(uuid in runs[0] for uuid in uuids), runs
+    asked = [uuids[0], "00000000-0000-0000-0000-000000000000", uuids[1], uuids[2]]
+    found = json.loads(nm.run([PYTHON, "-c", PROFILES, *asked], env=env).stdout)
+    assert sorted(found) == sorted(uuids)  # nmcli stopped at the unknown one: asked again
+    assert found[uuids[2]][0] == "block" and found[uuids[1]][:2] == ["home", "802-3-ethernet"]
 
 
 def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ..digest import fingerprint
-from ..resolve import NOT_ALLOWED_MARK, REASON_PROFILE, Connection, read_connection
+from ..resolve import NOT_ALLOWED_MARK, REASON_PROFILE, Connection
 from ..ruleset.cache import CompiledConfig
 from ..ruleset.layout import FAMILIES, TABLE_ORDER
 from ..ruleset.plan import ZonePlan, instantiate
@@ -106,16 +106,26 @@ def interface_plan(
     return instantiate(usable, interface, extra)
 
 
-def profile_to_reread(binding: Binding) -> Connection | None:
-    """The profile of a binding its own zone decided, or one whose zone was refused (a
-    user-editable profile), read again from NetworkManager: the settings may allow or refuse
-    that zone now. None when it cannot be read (the binding keeps its zone, as before)."""
-    if not binding.connection_uuid or not (
+def rereads_profile(binding: Binding) -> bool:
+    """Whether a reload reads the binding's profile again from NetworkManager: its own zone
+    decided it, or its zone was refused (a user-editable profile); the settings may allow
+    or refuse that zone now."""
+    return bool(binding.connection_uuid) and (
         binding.reason == REASON_NM or NOT_ALLOWED_MARK in binding.reason
-    ):
-        return None
-    connection = read_connection(binding.connection_uuid, binding.connection_id)
-    return connection if connection.found else None
+    )
+
+
+def profiles_to_reread(bindings) -> dict[str, Connection]:
+    """The profiles of those bindings, by UUID, read again in one nmcli run (one run per
+    profile made a reload with 200 bound take a second); a profile that cannot be read is
+    left out (its binding keeps its zone, as before)."""
+    from ..resolve import nmcli_connections
+
+    wanted = {b.connection_uuid: b.connection_id for b in bindings if rereads_profile(b)}
+    return {
+        uuid: Connection(uuid, wanted[uuid], kind, zone, shared=shared, permissions=permissions)
+        for uuid, (zone, kind, shared, permissions) in nmcli_connections(list(wanted)).items()
+    }
 
 
 def ordered(keys) -> list[tuple[str, str]]:

@@ -14,7 +14,8 @@ from .basics import (
     REASON_DBUS,
     REASON_NM,
     binding_network,
-    profile_to_reread,
+    profiles_to_reread,
+    rereads_profile,
 )
 
 
@@ -42,11 +43,17 @@ class Reload:
             self._catchall_checked = False
             self.ensure_catchall(state)
         bound = [(n, b) for n, b in sorted(state.interfaces.items()) if b.status in IN_KERNEL]
-        steps = [lambda n=n, b=b: self._reload_one(n, b, keep_explicit, state) for n, b in bound]
+        profiles = profiles_to_reread(b for _, b in bound)
+        steps = [
+            lambda n=n, b=b: self._reload_one(n, b, keep_explicit, state, profiles)
+            for n, b in bound
+        ]
         self.together(state, steps)  # the interfaces whose rules changed: one commit
 
-    def _reload_one(self, name: str, binding: Binding, keep_explicit: bool, state: State) -> None:
-        target = self._reload_target(name, binding, keep_explicit)
+    def _reload_one(
+        self, name: str, binding: Binding, keep_explicit: bool, state: State, profiles: dict
+    ) -> None:
+        target = self._reload_target(name, binding, keep_explicit, profiles)
         try:
             if target is None:  # back to what nobody claims
                 why = f"zone {binding.zone!r} no longer exists"
@@ -56,13 +63,14 @@ class Reload:
         except (KernelError, OSError) as error:
             self.failed(name, state, error)
 
-    def _reload_target(self, name: str, binding: Binding, keep_explicit: bool):
+    def _reload_target(self, name: str, binding: Binding, keep_explicit: bool, profiles: dict):
         """(zone, reason, connection) for one bound interface under the config as it is
-        now: decided again where the config decided it, kept where a person or a caller
-        named it; None when a caller's zone no longer exists (the interface is removed)."""
+        now: decided again where the config decided it (`profiles`: those read again, by
+        UUID), kept where a person or a caller named it; None when a caller's zone no
+        longer exists (the interface is removed)."""
         connection = recorded_connection(binding)
         zone, reason = binding.zone, binding.reason
-        profile = profile_to_reread(binding)
+        profile = profiles.get(binding.connection_uuid) if rereads_profile(binding) else None
         if profile is not None:  # its zone may be allowed, or refused, by now
             connection = profile
             decision = self.decide(connection)
