@@ -119,6 +119,9 @@ IPS_EXPECTED, IPS_SRC_NAT, IPS_DST_NAT = 1 << 0, 1 << 4, 1 << 5
 ENDED_BIT = 1 << int(ENDED_LABEL)  # label n is bit n of CTA_LABELS (conntrack.Entry)
 # socket's values on Linux (this module is imported by every switch: no socket)
 AF_UNSPEC, AF_INET, AF_INET6 = 0, 2, 10
+# what the kernel answers a route lookup with when no route leads to the address: none at
+# all, an unreachable, a prohibit or a blackhole route (errno's values on Linux)
+NO_ROUTE = frozenset({101, 113, 13, 22, 100})  # ENETUNREACH EHOSTUNREACH EACCES EINVAL ENETDOWN
 
 
 def after_switch(compiled, interface: str, before: str, after) -> tuple[int, str]:
@@ -430,8 +433,10 @@ class Host:
                 via = None
             try:
                 self._routes[key] = self.routing.route_interface(source, via) == self.ifindex
-            except OSError:  # no route back: the flow cannot be answered through here
-                self._routes[key] = False
+            except OSError as error:
+                if error.errno not in NO_ROUTE:
+                    raise  # not an answer about routes: the switch reports it
+                self._routes[key] = False  # no route back: not answered through here
         return self._routes[key]
 
     def entered_here(self, source, destination) -> bool:

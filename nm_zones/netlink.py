@@ -109,6 +109,8 @@ class Channel:
                     if code:  # a refusal, or a dump the kernel could not finish
                         import os
 
+                        self.broken = False  # the answer is complete: the socket is fine
+
                         raise OSError(code, os.strerror(code))
                     return answers, interrupted  # the dump's end, or the acknowledgement
                 answers.append(payload)

@@ -133,7 +133,8 @@ def _shared(*methods: str) -> bool:
     return "shared" in methods
 
 
-NMCLI_FIELDS = "connection.uuid,connection.zone,connection.type,connection.permissions," + (
+# in the order nmcli prints them (its settings' and properties' order, not the order asked)
+NMCLI_FIELDS = "connection.uuid,connection.type,connection.permissions,connection.zone," + (
     "ipv4.method,ipv6.method"
 )
 
@@ -147,22 +148,29 @@ def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
 def nmcli_connections(uuids: list[str]) -> dict[str, tuple[str, str, bool, str]]:
     """(zone, type, shared, permissions) of each profile nmcli knows, by UUID, asked in as
     few runs as it takes: one nmcli costs 5-40 ms, and a reload asks for every profile
-    bound. nmcli stops at the first UUID it does not know; those after it are asked again."""
+    bound. nmcli stops at the first UUID it does not know; the others are asked again. A
+    run whose output does not have the shape asked for is asked again a profile at a time,
+    so that no profile's text can speak for another (see _profiles)."""
     found: dict[str, tuple[str, str, bool, str]] = {}
     left = list(dict.fromkeys(u for u in uuids if u))
     while left:
         answered, unknown = _nmcli_show(left)
+        if answered is None:  # not the shape asked for
+            if len(left) > 1:
+                for uuid in left:
+                    found.update(nmcli_connections([uuid]))
+            break
         found.update(answered)
         if unknown not in left:  # all answered, or nmcli cannot answer at all
             break
-        left = left[left.index(unknown) + 1 :]
+        left = [u for u in left if u not in answered and u != unknown]
     return found
 
 
-def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]], str]:
-    """One `nmcli connection show uuid A uuid B ...`: its answers by UUID (terse, a line
-    FIELD:VALUE per field the profile has: one without IP settings has no ipv4/ipv6 lines),
-    and the UUID it stopped at as unknown ("" when none)."""
+def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]] | None, str]:
+    """One `nmcli connection show uuid A uuid B ...`: its answers by UUID, and the UUID it
+    stopped at as unknown ("" when none). None for answers when the output is not what was
+    asked for."""
     import subprocess
 
     argv = ["nmcli", "-t", "-f", NMCLI_FIELDS, "connection", "show"]
@@ -178,16 +186,14 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]]
         )
     except (OSError, subprocess.TimeoutExpired):
         return {}, ""
-    profiles: list[dict[str, str]] = []
-    for line in result.stdout.split("\n"):
-        field, colon, value = line.partition(":")
-        if not colon:
-            continue
-        if field == "connection.uuid":
-            profiles.append({})
-        if profiles:
-            profiles[-1][field] = value.strip()
-    wanted = set(uuids)
+    unknown = ""
+    if result.returncode != 0:
+        named = result.stderr.partition(" - no such connection profile")
+        if named[1]:
+            unknown = named[0].rpartition(" ")[2]
+    profiles = _profiles(result.stdout, uuids, unknown)
+    if profiles is None:
+        return None, unknown
     answers = {
         p["connection.uuid"]: (
             p.get("connection.zone", ""),
@@ -196,12 +202,39 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]]
             p.get("connection.permissions", ""),
         )
         for p in profiles
-        if p.get("connection.uuid") in wanted
     }
-    unknown = ""
-    if result.returncode != 0 and "no such connection profile" in result.stderr:
-        unknown = next((u for u in uuids if u not in answers), "")
     return answers, unknown
+
+
+NMCLI_FIELD_ORDER = {field: order for order, field in enumerate(NMCLI_FIELDS.split(","))}
+
+
+def _profiles(output: str, uuids: list[str], unknown: str) -> list[dict[str, str]] | None:
+    """nmcli's terse blocks (FIELD:VALUE lines, each block from its connection.uuid on), or
+    None unless they are exactly what was asked: the fields known, each at most once and in
+    the order asked, and the blocks' UUIDs the ones asked, in order, up to the unknown one.
+    Terse values are not escaped: a zone with a newline in it could otherwise add a line,
+    or a whole block in another profile's name."""
+    profiles: list[dict[str, str]] = []
+    last = -1
+    for line in output.split("\n"):
+        if not line:
+            continue
+        field, colon, value = line.partition(":")
+        order = NMCLI_FIELD_ORDER.get(field)
+        if not colon or order is None:
+            return None
+        if field == "connection.uuid":
+            profiles.append({})
+        elif not profiles or order <= last:
+            return None
+        last = order
+        profiles[-1][field] = value.strip()
+    expected = uuids[: uuids.index(unknown)] if unknown in uuids else uuids
+    got = [p["connection.uuid"] for p in profiles]
+    if got != expected[: len(got)] or (not unknown and len(got) != len(expected)):
+        return None
+    return profiles
 
 
 def read_connection(uuid: str, name: str, filename: str = "") -> Connection:

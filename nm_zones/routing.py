@@ -12,7 +12,7 @@ NETLINK_ROUTE = 0
 RTM_GETADDR, RTM_GETROUTE = 22, 26
 IFA_ADDRESS, IFA_LOCAL, IFA_BROADCAST = 1, 2, 4
 RTA_DST, RTA_SRC, RTA_OIF = 1, 2, 4
-AF_UNSPEC, AF_INET6 = 0, 10
+AF_UNSPEC, AF_INET, AF_INET6 = 0, 2, 10
 IFADDRMSG = struct.Struct("=BBBBI")  # family, prefix length, flags, scope, interface index
 RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, protocol, scope,
 # type, flags
@@ -33,6 +33,8 @@ class Routing(Channel):
         found = []
         for payload in self.ask(RTM_GETADDR, NLM_F_DUMP, IFADDRMSG.pack(AF_UNSPEC, 0, 0, 0, 0)):
             family, _, _, _, index = IFADDRMSG.unpack_from(payload)
+            if family not in (AF_INET, AF_INET6):
+                continue  # MCTP, Phonet and the like: no IP address, no flow of ours
             values = attributes(payload, IFADDRMSG.size)
             address = values.get(IFA_LOCAL) or values.get(IFA_ADDRESS)
             if address is None:
@@ -45,7 +47,7 @@ class Routing(Channel):
     def route_interface(self, destination, source=None) -> int:
         """The index of the interface the host routes `destination` out of (looked up from
         local address `source`, when given); OSError when there is no route."""
-        family = AF_INET6 if destination.version == 6 else 2
+        family = AF_INET6 if destination.version == 6 else AF_INET
         bits = 128 if family == AF_INET6 else 32
         body = RTMSG.pack(family, bits, bits if source is not None else 0, 0, 0, 0, 0, 0, 0)
         body += attribute(RTA_DST, destination.packed)

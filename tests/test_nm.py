@@ -185,6 +185,15 @@ def test_a_reload_reads_every_bound_profile_again_in_one_nmcli_run(nm, tmp_path)
     found = json.loads(nm.run([PYTHON, "-c", PROFILES, *asked], env=env).stdout)
     assert sorted(found) == sorted(uuids)  # nmcli stopped at the unknown one: asked again
     assert found[uuids[2]][0] == "block" and found[uuids[1]][:2] == ["home", "802-3-ethernet"]
+    asked = ["00000000-0000-0000-0000-000000000000", *uuids]  # the unknown one first
+    found = json.loads(nm.run([PYTHON, "-c", PROFILES, *asked], env=env).stdout)
+    assert sorted(found) == sorted(uuids)
+    # nmcli's terse values are not escaped: a zone with newlines speaks for another profile
+    forged = f"work\nconnection.uuid:{uuids[1]}\nconnection.zone:trusted"
+    nm.nmcli("connection", "modify", "lan2", "connection.zone", forged)
+    found = json.loads(nm.run([PYTHON, "-c", PROFILES, *uuids], env=env).stdout)
+    assert uuids[2] not in found and found[uuids[1]][0] == "home", found
+    assert found[uuids[0]][0] == "work"
 
 
 def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):

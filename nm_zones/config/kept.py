@@ -33,7 +33,11 @@ LOADER_MODULES = (
     "config/load.py",
     "config/model.py",
     "config/yamlsource.py",
+    "errors.py",
+    "files.py",
+    "lazy.py",
     "paths.py",
+    "protocols.py",
 )
 
 
