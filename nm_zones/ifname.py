@@ -74,3 +74,32 @@ def interface_index(name: str) -> int:
         return if_nametoindex(name)
     except OSError:
         return 0
+
+
+SIOCGIFINDEX = 0x8933  # linux/sockios.h
+IFREQ = "16si20x"  # struct ifreq: the name, then ifr_ifindex in the 24-byte union
+
+
+def interface_indexes(names) -> dict[str, int]:
+    """interface_index of each name, asked over one socket: glibc's if_nametoindex opens and
+    closes a socket per name, 1 ms of a run that checks 200 bound interfaces."""
+    from _socket import AF_UNIX, SOCK_CLOEXEC, SOCK_DGRAM, socket
+    from _struct import pack, unpack_from
+    from fcntl import ioctl
+
+    found = {}
+    sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC)  # _socket's: no context manager
+    try:
+        for name in names:
+            encoded = name.encode("utf-8", "surrogateescape")
+            index = 0
+            if 0 < len(encoded) <= IFNAMSIZ and b"\0" not in encoded:
+                try:
+                    answer = ioctl(sock.fileno(), SIOCGIFINDEX, pack(IFREQ, encoded, 0))
+                    index = unpack_from(IFREQ, answer)[1]
+                except OSError:  # ENODEV: no such interface
+                    pass
+            found[name] = index
+    finally:
+        sock.close()
+    return found

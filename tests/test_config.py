@@ -570,6 +570,26 @@ def test_chain_names_fit_and_never_collide(first, second):
 
 
 @settings(max_examples=200, deadline=None)
+@given(names=st.lists(st.one_of(interface_names, st.text(max_size=20)), max_size=5))
+def test_interface_indexes_over_one_socket_agree_with_if_nametoindex(names):
+    """The garbage collection's one-socket lookup answers as glibc does, name by name:
+    `lo`, absent names, names too long or with bytes the kernel never allows (read only)."""
+    import socket
+
+    from nm_zones.ifname import interface_indexes
+
+    def glibc(name):
+        try:
+            return socket.if_nametoindex(name)
+        except (OSError, ValueError, UnicodeEncodeError):
+            return 0
+
+    names = [*names, "lo", "l" + "o" * 15]
+    assert interface_indexes(names) == {name: glibc(name) for name in names}
+    assert interface_indexes(["lo"])["lo"] == socket.if_nametoindex("lo") > 0
+
+
+@settings(max_examples=200, deadline=None)
 @given(zone=st.from_regex(r"[A-Za-z0-9_-]{1,17}", fullmatch=True), interface=interface_names)
 def test_log_prefix_fits_iptables_and_keeps_the_interface(zone, interface):
     from nm_zones.ruleset.layout import LOG_PREFIX_MAX, log_prefix

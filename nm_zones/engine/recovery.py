@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from ..errors import KernelError, UsageError
-from ..ifname import chain_token, interface_index
+from ..ifname import chain_token
 from ..log import Change
 from ..resolve import recorded_connection
 from ..ruleset.cache import FALLBACK_ZONE
@@ -148,8 +148,11 @@ class Recovery:
         heard nothing since its last look skips it: no interface went or changed since."""
         if self.links is not None and not self.links.changed():
             return
+        from ..ifname import interface_indexes
+
+        indexes = interface_indexes(state.interfaces)
         for name, binding in sorted(state.interfaces.items()):
-            index = interface_index(name)
+            index = indexes[name]
             if index == 0 or (binding.ifindex and index != binding.ifindex):
                 try:
                     self.remove_interface(name, "interface gone", state)

@@ -7,11 +7,13 @@ of them `applying`, and the next run finishes them as it finishes one (recovery.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
 from ..errors import KernelError
 from ..log import Change
 from ..state import State
+
+TYPE_CHECKING = False  # collections.abc would cost every event the collections package
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 
 class Pending:

@@ -286,7 +286,8 @@ class FakeBackend:
 
 class FakeLinks:
     """The interfaces the engine sees (name -> index) instead of this namespace's: patched
-    into nm_zones.ifname's if_nametoindex and socket.if_nameindex by `install`."""
+    into nm_zones.ifname's if_nametoindex and interface_indexes and socket.if_nameindex by
+    `install`."""
 
     def __init__(self, *names: str):
         self.indexes = {name: number for number, name in enumerate(names, start=100)}
@@ -306,10 +307,14 @@ class FakeLinks:
     def nameindex(self) -> list[tuple[int, str]]:
         return [(index, name) for name, index in self.indexes.items()]
 
+    def nametoindexes(self, names) -> dict[str, int]:
+        return {name: self.indexes.get(name, 0) for name in names}
+
     def install(self, monkeypatch) -> None:
         import nm_zones.ifname
 
         monkeypatch.setattr(nm_zones.ifname, "if_nametoindex", self.nametoindex)
+        monkeypatch.setattr(nm_zones.ifname, "interface_indexes", self.nametoindexes)
         monkeypatch.setattr(socket, "if_nameindex", self.nameindex)
 
 
