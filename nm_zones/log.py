@@ -13,6 +13,7 @@ class Change:
 
     __slots__ = (
         "connection",
+        "connection_type",
         "degraded",
         "flows_ended",
         "interface",
@@ -20,6 +21,7 @@ class Change:
         "new_zone",
         "old_zone",
         "reason",
+        "uuid",
     )
 
     def __init__(
@@ -37,6 +39,8 @@ class Change:
         self.reason, self.connection = reason, connection
         self.milliseconds, self.degraded = milliseconds, degraded
         self.flows_ended = flows_ended  # open flows the new zone forbids, ended (flows.py)
+        # the profile an interface was bound with (the service's ZoneChanged signal says it)
+        self.uuid = self.connection_type = ""
 
     def __str__(self) -> str:
         old = self.old_zone or "-"

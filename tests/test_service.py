@@ -862,6 +862,8 @@ def test_a_switch_to_a_broken_zone_fails_loudly_and_gets_the_shipped_one(served)
     assert failed.endswith("; using the shipped definition"), failed
     signal = monitor.wait_for("ZoneChanged")
     assert "'zone': 'block'" in signal and "cannot be loaded" in signal, signal
+    uuid = nm.nmcli("-g", "connection.uuid", "connection", "show", "lan").stdout.strip()
+    assert f"'uuid': '{uuid}'" in signal and "'type': '802-3-ethernet'" in signal, signal
     assert nm.zone_of(link.name) == "block"
     assert nm.probe(specs(link)) == BLOCK
     # back to trusted, then the zone assigned to the profile, as the agent and the window do

@@ -728,21 +728,17 @@ class ZoneService:
     async def announce(self, engine: Engine) -> None:
         """`ZoneChanged` for every change the engine made: what the desktop front ends
         follow (which connection, from which zone to which, and why)."""
-        if not engine.changes:
-            return
-        bindings = engine.state_dir.load().interfaces
         for change in engine.changes:
             if isinstance(change, str):  # a line of allow/revoke (doors/allow.py), no zone change
                 continue
-            binding = bindings.get(change.interface)
             details = {
                 "interface": change.interface,
                 "zone": change.new_zone,
                 "old-zone": change.old_zone,
                 "reason": change.reason,
                 "connection": change.connection,
-                "uuid": binding.connection_uuid if binding else "",
-                "type": binding.connection_type if binding else "",
+                "uuid": change.uuid,  # the profile it is bound with ("" once it is unbound)
+                "type": change.connection_type,
                 "degraded": change.degraded,  # the zone could not be used as configured
             }
             await self.emit(NMZ_INTERFACE, "ZoneChanged", "a{ss}", (details,))

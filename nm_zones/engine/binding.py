@@ -68,6 +68,7 @@ class Bindings:
         before = old.zone if old else ""
         change = Change(interface, before, usable.name, why, source, ms(started), degraded)
         change.flows_ended = binding.flows_ended
+        change.uuid, change.connection_type = binding.connection_uuid, binding.connection_type
         if pending is not None:
             pending.change = change  # its flows are ended once the commit is made
         return self._changed(change)
