@@ -189,8 +189,9 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]]
     unknown = ""
     if result.returncode != 0:
         named = result.stderr.partition(" - no such connection profile")
-        if named[1]:
-            unknown = named[0].rpartition(" ")[2]
+        if not named[1]:
+            return {}, ""  # nmcli cannot answer at all (NetworkManager not running, ...)
+        unknown = named[0].rpartition(" ")[2]
     profiles = _profiles(result.stdout, uuids, unknown)
     if profiles is None:
         return None, unknown

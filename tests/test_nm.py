@@ -196,6 +196,29 @@ def test_a_reload_reads_every_bound_profile_again_in_one_nmcli_run(nm, tmp_path)
     assert found[uuids[0]][0] == "work"
 
 
+NMCLI_DOWN = """#!/bin/sh
+echo "$*" >> "$(dirname "$0")/runs"
+echo "Error: NetworkManager is not running." >&2
+exit 8
+"""
+
+
+def test_profiles_are_not_asked_one_by_one_when_nmcli_cannot_answer(tmp_path):
+    """NetworkManager not running: one nmcli run says so for every profile; asking each
+    again (200 runs for 200 bound) would make a reload take seconds to learn nothing."""
+    wrapper = tmp_path / "nmcli"
+    wrapper.write_text(NMCLI_DOWN)
+    wrapper.chmod(0o755)
+    env = base_env()
+    env["PATH"] = f"{tmp_path}:{env['PATH']}"
+    asked = [f"00000000-0000-0000-0000-00000000000{n}" for n in range(3)]
+    found = subprocess.run(
+        [PYTHON, "-c", PROFILES, *asked], env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(found.stdout) == {}
+    assert len((tmp_path / "runs").read_text().splitlines()) == 1
+
+
 def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
     """`nm-zones assign` is the admin's choice: the zone a user could not choose is kept by
     the profile's UUID in the admin's map, so that it survives the next activation."""
