@@ -589,6 +589,30 @@ def test_interface_indexes_over_one_socket_agree_with_if_nametoindex(names):
     assert interface_indexes(["lo"])["lo"] == socket.if_nametoindex("lo") > 0
 
 
+def test_bulk_hashing_loads_openssl_only_when_it_pays_and_gives_the_same_digests():
+    """A legacy table of a few interfaces is hashed with the built-in SHA-256 (loading
+    OpenSSL costs more than it saves); a large one with OpenSSL's, loaded for it: the
+    recorded views must not depend on which one a process used."""
+    code = (
+        "import sys, os\n"
+        "from nm_zones.digest import OPENSSL_WORTH, bulk_sha256, sha256\n"
+        "data = os.urandom(OPENSSL_WORTH)\n"
+        "small = bulk_sha256(1000)\n"
+        "print(small is sha256, '_hashlib' in sys.modules)\n"
+        "large = bulk_sha256(len(data))\n"
+        "print(large is not sha256, '_hashlib' in sys.modules)\n"
+        "print(large(data).hexdigest() == small(data).hexdigest())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        env={"PYTHONPATH": ":".join(package_paths())},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False", "True", "True", "True"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(zone=st.from_regex(r"[A-Za-z0-9_-]{1,17}", fullmatch=True), interface=interface_names)
 def test_log_prefix_fits_iptables_and_keeps_the_interface(zone, interface):

@@ -166,7 +166,7 @@ def _view_of_walked(walked: _Walked) -> dict:
     bounds = sorted(set(walked.starts) | set(walked.heads) | {walked.end})
     chain_of = [walked.starts.get(bound, "") for bound in bounds]
     view: dict[str, object] = _name_jumps(walked, bounds, chain_of)
-    sha256, masked = bulk_sha256(), memoryview(walked.masked)
+    sha256, masked = bulk_sha256(len(walked.masked)), memoryview(walked.masked)
     for index, bound in enumerate(bounds[:-1]):
         chain = chain_of[index]
         if chain.startswith(PREFIX):
