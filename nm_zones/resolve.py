@@ -159,6 +159,8 @@ def nmcli_connections(uuids: list[str]) -> dict[str, tuple[str, str, bool, str]]
             if len(left) > 1:
                 for uuid in left:
                     found.update(nmcli_connections([uuid]))
+            else:  # its own text is not believed: no zone, and counted as users' to edit
+                found[left[0]] = ("", "", False, UNBELIEVED)
             break
         found.update(answered)
         if unknown not in left:  # all answered, or nmcli cannot answer at all
@@ -207,6 +209,9 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]]
     return answers, unknown
 
 
+# the permissions of a profile whose nmcli output could not be believed: non-empty, so that
+# it counts as one non-admins may edit (its zone is not honoured, the admin's choices are)
+UNBELIEVED = "unbelieved"
 NMCLI_FIELD_ORDER = {field: order for order, field in enumerate(NMCLI_FIELDS.split(","))}
 
 

@@ -192,7 +192,8 @@ def test_a_reload_reads_every_bound_profile_again_in_one_nmcli_run(nm, tmp_path)
     forged = f"work\nconnection.uuid:{uuids[1]}\nconnection.zone:trusted"
     nm.nmcli("connection", "modify", "lan2", "connection.zone", forged)
     found = json.loads(nm.run([PYTHON, "-c", PROFILES, *uuids], env=env).stdout)
-    assert uuids[2] not in found and found[uuids[1]][0] == "home", found
+    assert found[uuids[2]] == ["", "", False, "unbelieved"], found  # no zone, user-editable
+    assert found[uuids[1]][0] == "home", found
     assert found[uuids[0]][0] == "work"
 
 
