@@ -110,7 +110,6 @@ class Channel:
                         import os
 
                         self.broken = False  # the answer is complete: the socket is fine
-
                         raise OSError(code, os.strerror(code))
                     return answers, interrupted  # the dump's end, or the acknowledgement
                 answers.append(payload)

@@ -218,7 +218,8 @@ NMCLI_FIELD_ORDER = {field: order for order, field in enumerate(NMCLI_FIELDS.spl
 def _profiles(output: str, uuids: list[str], unknown: str) -> list[dict[str, str]] | None:
     """nmcli's terse blocks (FIELD:VALUE lines, each block from its connection.uuid on), or
     None unless they are exactly what was asked: the fields known, each at most once and in
-    the order asked, and the blocks' UUIDs the ones asked, in order, up to the unknown one.
+    the order nmcli prints them (NMCLI_FIELDS), and the blocks' UUIDs the ones asked, in
+    order, up to the unknown one.
     Terse values are not escaped: a zone with a newline in it could otherwise add a line,
     or a whole block in another profile's name."""
     profiles: list[dict[str, str]] = []
