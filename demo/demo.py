@@ -74,13 +74,16 @@ def main() -> int:
         show_status(nm)
         show_reach(nm, link)
 
-        step("nm-zones assign Cafe home: it is your home network after all")
-        for line in nm.nm_zones("assign", "Cafe", "home").stdout.splitlines():
+        # --profile: the zone goes into the profile (connection.zone), for every network it
+        # is used on; without it nm-zones places the network the profile is on, and this
+        # peer gives no lease and no gateway to tell that network apart by
+        step("nm-zones assign Cafe home --profile: it is your home network after all")
+        for line in nm.nm_zones("assign", "Cafe", "home", "--profile").stdout.splitlines():
             say("    " + line)
         show_reach(nm, link)
 
-        step("nm-zones assign Cafe block: now nobody may connect in")
-        for line in nm.nm_zones("assign", "Cafe", "block").stdout.splitlines():
+        step("nm-zones assign Cafe block --profile: now nobody may connect in")
+        for line in nm.nm_zones("assign", "Cafe", "block", "--profile").stdout.splitlines():
             say("    " + line)
         show_reach(nm, link)
 
