@@ -133,10 +133,13 @@ def _shared(*methods: str) -> bool:
     return "shared" in methods
 
 
-# in the order nmcli prints them (its settings' and properties' order, not the order asked)
+# in the order nmcli prints them (its settings' and properties' order, not the order asked).
+# connection.metered, printed for every profile, closes the zone's line: what a zone with
+# newlines adds after it comes before metered's own line, out of order (see _profiles)
 NMCLI_FIELDS = "connection.uuid,connection.type,connection.permissions,connection.zone," + (
-    "ipv4.method,ipv6.method"
+    "connection.metered,ipv4.method,ipv6.method"
 )
+CLOSING_FIELD = "connection.metered"
 
 
 def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
@@ -149,16 +152,18 @@ def nmcli_connections(uuids: list[str]) -> dict[str, tuple[str, str, bool, str]]
     """(zone, type, shared, permissions) of each profile nmcli knows, by UUID, asked in as
     few runs as it takes: one nmcli costs 5-40 ms, and a reload asks for every profile
     bound. nmcli stops at the first UUID it does not know; the others are asked again. A
-    run whose output does not have the shape asked for is asked again a profile at a time,
-    so that no profile's text can speak for another (see _profiles)."""
+    run whose output does not have the shape asked for is asked again in halves, down to
+    the profile whose own text is wrong, so that no profile's text can speak for another
+    (see _profiles) and one such profile costs a reload a few runs, not one per profile."""
     found: dict[str, tuple[str, str, bool, str]] = {}
     left = list(dict.fromkeys(u for u in uuids if u))
     while left:
         answered, unknown = _nmcli_show(left)
         if answered is None:  # not the shape asked for
             if len(left) > 1:
-                for uuid in left:
-                    found.update(nmcli_connections([uuid]))
+                half = len(left) // 2
+                found.update(nmcli_connections(left[:half]))
+                found.update(nmcli_connections(left[half:]))
             else:  # its own text is not believed: no zone, and counted as users' to edit
                 found[left[0]] = ("", "", False, UNBELIEVED)
             break
@@ -218,10 +223,11 @@ NMCLI_FIELD_ORDER = {field: order for order, field in enumerate(NMCLI_FIELDS.spl
 def _profiles(output: str, uuids: list[str], unknown: str) -> list[dict[str, str]] | None:
     """nmcli's terse blocks (FIELD:VALUE lines, each block from its connection.uuid on), or
     None unless they are exactly what was asked: the fields known, each at most once and in
-    the order nmcli prints them (NMCLI_FIELDS), and the blocks' UUIDs the ones asked, in
-    order, up to the unknown one.
-    Terse values are not escaped: a zone with a newline in it could otherwise add a line,
-    or a whole block in another profile's name."""
+    the order nmcli prints them (NMCLI_FIELDS), CLOSING_FIELD in every block, and the
+    blocks' UUIDs the ones asked, in order, up to the unknown one.
+    Terse values are not escaped: a zone with a newline in it could otherwise add a line
+    (`ipv4.method:shared` to a profile without IP settings), or a whole block in another
+    profile's name."""
     profiles: list[dict[str, str]] = []
     last = -1
     for line in output.split("\n"):
@@ -237,6 +243,8 @@ def _profiles(output: str, uuids: list[str], unknown: str) -> list[dict[str, str
             return None
         last = order
         profiles[-1][field] = value.strip()
+    if any(CLOSING_FIELD not in profile for profile in profiles):
+        return None
     expected = uuids[: uuids.index(unknown)] if unknown in uuids else uuids
     got = [p["connection.uuid"] for p in profiles]
     if got != expected[: len(got)] or (not unknown and len(got) != len(expected)):

@@ -195,6 +195,18 @@ def test_a_reload_reads_every_bound_profile_again_in_one_nmcli_run(nm, tmp_path)
     assert found[uuids[2]] == ["", "", False, "unbelieved"], found  # no zone, user-editable
     assert found[uuids[1]][0] == "home", found
     assert found[uuids[0]][0] == "work"
+    # a bridge port has no IP settings: a line added after its zone would make it shared
+    nm.nmcli(
+        "connection", "add", "type", "ethernet", "ifname", "ethport", "con-name", "port",
+        "connection.autoconnect", "no", "master", "brz", "slave-type", "bridge",
+    )  # fmt: skip
+    port = nm.nmcli("-g", "connection.uuid", "connection", "show", "port").stdout.strip()
+    found = json.loads(nm.run([PYTHON, "-c", PROFILES, port, uuids[0]], env=env).stdout)
+    assert found[port][:3] == ["", "802-3-ethernet", False], found  # nmcli's real shape
+    nm.nmcli("connection", "modify", "port", "connection.zone", "work\nipv4.method:shared")
+    found = json.loads(nm.run([PYTHON, "-c", PROFILES, port, uuids[0]], env=env).stdout)
+    assert found[port] == ["", "", False, "unbelieved"], found
+    assert found[uuids[0]][0] == "work"
 
 
 NMCLI_DOWN = """#!/bin/sh
@@ -218,6 +230,40 @@ def test_profiles_are_not_asked_one_by_one_when_nmcli_cannot_answer(tmp_path):
     )
     assert json.loads(found.stdout) == {}
     assert len((tmp_path / "runs").read_text().splitlines()) == 1
+
+
+NMCLI_FAKE = """#!/usr/bin/env python3
+import os, sys
+with open(os.path.join(os.path.dirname(sys.argv[0]), "runs"), "a") as runs:
+    print(*sys.argv[1:], file=runs)
+for uuid in sys.argv[7::2]:
+    print(f"connection.uuid:{uuid}")
+    print("connection.type:802-3-ethernet")
+    print("connection.permissions:")
+    forged = "work\\nconnection.zone:trusted"
+    print("connection.zone:" + (forged if uuid.endswith("17") else "home"))
+    print("connection.metered:unknown")
+"""
+
+
+def test_one_profile_of_the_wrong_shape_is_found_in_halves(tmp_path):
+    """Pure logic, with a stand-in nmcli: one profile among 64 whose zone adds a line costs
+    a reload one run per halving (13), not one per profile (65); every other profile is
+    still read in full."""
+    wrapper = tmp_path / "nmcli"
+    wrapper.write_text(NMCLI_FAKE.replace("/usr/bin/env python3", PYTHON))
+    wrapper.chmod(0o755)
+    env = base_env()
+    env["PATH"] = f"{tmp_path}:{env['PATH']}"
+    asked = [f"00000000-0000-0000-0000-0000000000{n:02}" for n in range(64)]
+    found = subprocess.run(
+        [PYTHON, "-c", PROFILES, *asked], env=env, capture_output=True, text=True, check=True
+    )
+    profiles = json.loads(found.stdout)
+    assert profiles.pop(asked[17]) == ["", "", False, "unbelieved"]
+    others = [uuid for uuid in asked if uuid != asked[17]]
+    assert profiles == {uuid: ["home", "802-3-ethernet", False, ""] for uuid in others}
+    assert len((tmp_path / "runs").read_text().splitlines()) == 1 + 2 * 6
 
 
 def test_assign_gives_a_profile_its_user_may_edit_any_zone_through_the_map(nm):
