@@ -419,6 +419,7 @@ class Host:
             if broadcast:
                 self.local.add(ipaddress.ip_address(broadcast))
         self._routes: dict = {}
+        self.problems: list[str] = []  # lookups the kernel answered with no route nor a route
 
     def is_local(self, address) -> bool:
         """An address whose packets this host receives itself."""
@@ -434,9 +435,15 @@ class Host:
             try:
                 self._routes[key] = self.routing.route_interface(source, via) == self.ifindex
             except OSError as error:
-                if error.errno not in NO_ROUTE:
-                    raise  # not an answer about routes: the switch reports it
-                self._routes[key] = False  # no route back: not answered through here
+                # no route back: not answered through here. Any other failure tells nothing
+                # about the flow: it counts as entered here (ended if the zone refuses it,
+                # as strict as the zone), and the switch reports why
+                self._routes[key] = error.errno not in NO_ROUTE
+                if self._routes[key]:
+                    self.problems.append(
+                        f"the route back to {source} could not be looked up"
+                        f" ({error.strerror or error}): its flows were taken as entered here"
+                    )
         return self._routes[key]
 
     def entered_here(self, source, destination) -> bool:
@@ -477,7 +484,7 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
                 ended += done
                 if problem:
                     problems.append(problem)
-    return ended, problems
+    return ended, problems + host.problems
 
 
 def candidates(conntrack, interface: str) -> list:

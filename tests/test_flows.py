@@ -574,3 +574,40 @@ def test_the_change_record_says_how_many_flows_were_ended():
         " ended 3 open flow(s) the zone forbids"
     )
     assert "ended" not in str(Change("eth0", "block", "trusted", "command line"))
+
+
+class _Routing:
+    """Pure logic: a route lookup that fails with a given errno (0: routed out of ifindex 7)."""
+
+    def __init__(self, errno_value: int):
+        self.errno_value = errno_value
+
+    def addresses(self):
+        return [(7, "192.0.2.1", "192.0.2.255")]
+
+    def route_interface(self, source, via):
+        if self.errno_value:
+            raise OSError(self.errno_value, os.strerror(self.errno_value))
+        return 7
+
+
+@pytest.mark.parametrize(
+    "errno_value, entered, reported",
+    [(0, True, False), (101, False, False), (113, False, False), (12, True, True), (1, True, True)],
+)
+def test_a_route_lookup_that_fails_for_another_reason_ends_the_flow_and_says_so(
+    errno_value, entered, reported
+):
+    """No route back (ENETUNREACH, EHOSTUNREACH, ...) means the flow came in elsewhere; any
+    other failure (ENOMEM, EPERM) tells nothing: the flow counts as entered here, so the
+    zone's refusal still ends it, and the switch is told why."""
+    import ipaddress
+
+    from nm_zones.flows import Host
+
+    host = Host(_Routing(errno_value), 7)
+    source = ipaddress.ip_address("198.51.100.9")
+    assert host.entered_here(source, ipaddress.ip_address("192.0.2.1")) is entered
+    assert bool(host.problems) is reported
+    if reported:
+        assert "198.51.100.9" in host.problems[0] and os.strerror(errno_value) in host.problems[0]
