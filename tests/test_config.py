@@ -589,6 +589,24 @@ def test_interface_indexes_over_one_socket_agree_with_if_nametoindex(names):
     assert interface_indexes(["lo"])["lo"] == socket.if_nametoindex("lo") > 0
 
 
+def test_interface_indexes_take_only_no_such_device_for_gone(monkeypatch):
+    """Pure logic: the garbage collection removes the rules of an interface found gone, so
+    only ENODEV means gone; ENOMEM (say) is raised, and no interface loses its rules."""
+    import errno
+    import fcntl
+
+    from nm_zones.ifname import interface_indexes
+
+    def ioctl(fd, request, argument, errno_value=errno.ENODEV):
+        raise OSError(errno_value, os.strerror(errno_value))
+
+    monkeypatch.setattr(fcntl, "ioctl", ioctl)
+    assert interface_indexes(["eth0"]) == {"eth0": 0}
+    monkeypatch.setattr(fcntl, "ioctl", lambda *a: ioctl(*a, errno_value=errno.ENOMEM))
+    with pytest.raises(OSError, match="Cannot allocate memory"):
+        interface_indexes(["eth0"])
+
+
 def test_bulk_hashing_loads_openssl_only_when_it_pays_and_gives_the_same_digests():
     """A legacy table of a few interfaces is hashed with the built-in SHA-256 (loading
     OpenSSL costs more than it saves); a large one with OpenSSL's, loaded for it: the
