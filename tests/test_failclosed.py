@@ -169,6 +169,26 @@ def test_a_foreign_rule_ahead_of_its_jump_is_named_and_put_behind(lab, ahead):
     assert result.returncode == 0 and "rule 1" not in result.stdout, result.stdout
 
 
+COMMIT_THEN_NAME = """
+import subprocess, sys
+from nm_zones.doors.cli import main
+from nm_zones.backends import rules_ahead
+assert main(["apply", sys.argv[1], "home"]) == 0  # its commits free libiptc's tables
+subprocess.run(["iptables-legacy", "-I", "INPUT", "-i", sys.argv[1], "-j", "ACCEPT"], check=True)
+print("\\n".join(rules_ahead(("ipv4", "filter"))))
+"""
+
+
+def test_a_rule_ahead_is_named_by_a_process_that_committed_before(lab):
+    """A process that commits and then names the rules ahead of its jump (python-iptables'
+    easy module commits each table it reads) first reads again the tables it freed after
+    its commits: handed a freed table, libiptc dereferences NULL and the process dies."""
+    link = lab.add_link()
+    result = lab.run(lab.zoned, [PYTHON, "-c", COMMIT_THEN_NAME, link.name], check=False)
+    assert result.returncode == 0, result.stderr
+    assert f"INPUT rule 1 `-A INPUT -i {link.name} -j ACCEPT`" in result.stdout, result.stdout
+
+
 # -- 3. every transition is journaled: a kill after any commit is finished later -----------
 
 RUNS = {

@@ -61,7 +61,7 @@ def kernel_identity(iptc) -> tuple:
     return (ENTRIES_VERSION, system.release, system.version, version, library_id, code)
 
 
-def _open_released_tables(iptc, family: str) -> None:
+def open_released_tables(iptc, family: str) -> None:
     """python-iptables asks every table it has opened whether a target names one of its
     chains (Target._is_standard_target), through the handle the kernel backend frees after
     each commit (kernel._release): a freed one is read again first, or libiptc is handed
@@ -202,7 +202,7 @@ class Entries:
             return
         plain = [s for s in missing if s[0] not in NAT_TARGETS]
         nat = [s for s in missing if s[0] in NAT_TARGETS]
-        _open_released_tables(self.iptc, family)
+        open_released_tables(self.iptc, family)
         built = [build_entry(self.iptc, family, spec) for spec in plain]
         if nat:
             built += _build_in_child(self.iptc, family, nat)
