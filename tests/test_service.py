@@ -877,6 +877,15 @@ def test_a_switch_to_a_broken_zone_fails_loudly_and_gets_the_shipped_one(served)
     nm.sh("echo 'default-zone: [' > /etc/nm-zones/connections-map.yaml")
     assert call(nm, f"{ZONE}.changeZoneOfInterface", "work", link.name) == "('work',)"
     assert nm.probe(specs(link)) == WORK
+    # an interface unbound, or every one on disable, still names the profile it was bound with
+    assert call(nm, f"{ZONE}.removeInterface", "", link.name) == "('work',)"
+    signal = monitor.wait_for("'old-zone': 'work'")
+    assert "'zone': ''" in signal and f"'uuid': '{uuid}'" in signal, signal
+    assert call(nm, f"{ZONE}.changeZoneOfInterface", "home", link.name) == "('home',)"
+    call(nm, "org.nm_zones.Manager1.SetEnabled", "false")
+    signal = monitor.wait_for("'old-zone': 'home'")
+    assert "'zone': ''" in signal and f"'uuid': '{uuid}'" in signal, signal
+    assert "'type': '802-3-ethernet'" in signal, signal
 
 
 # -- the settings, changed under a running service -----------------------------------------

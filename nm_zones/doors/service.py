@@ -737,7 +737,7 @@ class ZoneService:
                 "old-zone": change.old_zone,
                 "reason": change.reason,
                 "connection": change.connection,
-                "uuid": change.uuid,  # the profile it is bound with ("" once it is unbound)
+                "uuid": change.uuid,  # the profile it is (or was, when unbound) bound with
                 "type": change.connection_type,
                 "degraded": change.degraded,  # the zone could not be used as configured
             }

@@ -224,9 +224,9 @@ class Bindings:
                 self.backend.remove(interface, tables)
 
             self.commit(state, self.backend.view_keys(tables), removal, forget)
-        return self._changed(
-            Change(interface, old.zone, "", reason, old.connection_id, ms(started))
-        )
+        change = Change(interface, old.zone, "", reason, old.connection_id, ms(started))
+        change.uuid, change.connection_type = old.connection_uuid, old.connection_type
+        return self._changed(change)
 
     def reapply(self, name: str, state: State, why: str) -> Change | None:
         """Commit a bound interface again as it is bound (its allowances changed); an error

@@ -119,7 +119,10 @@ class CatchAll:
         def disabled() -> None:
             for name, binding in sorted(state.interfaces.items()):
                 if binding.status != Status.DISABLED:
-                    self._changed(Change(name, binding.zone, "", reason))
+                    change = Change(name, binding.zone, "", reason, binding.connection_id)
+                    change.uuid = binding.connection_uuid
+                    change.connection_type = binding.connection_type
+                    self._changed(change)
                 binding.status, binding.digest = Status.DISABLED, ""
             if state.catchall_zone:
                 self._changed(Change("*", state.catchall_zone, "", reason))
