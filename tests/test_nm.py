@@ -216,19 +216,24 @@ exit 8
 """
 
 
-def test_profiles_are_not_asked_one_by_one_when_nmcli_cannot_answer(tmp_path):
-    """NetworkManager not running: one nmcli run says so for every profile; asking each
-    again (200 runs for 200 bound) would make a reload take seconds to learn nothing."""
+def profiles_read_by(tmp_path, script: str, asked: list[str]) -> dict:
+    """nmcli_connections(asked) with `script` as nmcli (it logs its runs in tmp_path/runs)."""
     wrapper = tmp_path / "nmcli"
-    wrapper.write_text(NMCLI_DOWN)
+    wrapper.write_text(script)
     wrapper.chmod(0o755)
     env = base_env()
     env["PATH"] = f"{tmp_path}:{env['PATH']}"
-    asked = [f"00000000-0000-0000-0000-00000000000{n}" for n in range(3)]
     found = subprocess.run(
         [PYTHON, "-c", PROFILES, *asked], env=env, capture_output=True, text=True, check=True
     )
-    assert json.loads(found.stdout) == {}
+    return json.loads(found.stdout)
+
+
+def test_profiles_are_not_asked_one_by_one_when_nmcli_cannot_answer(tmp_path):
+    """NetworkManager not running: one nmcli run says so for every profile; asking each
+    again (200 runs for 200 bound) would make a reload take seconds to learn nothing."""
+    asked = [f"00000000-0000-0000-0000-00000000000{n}" for n in range(3)]
+    assert profiles_read_by(tmp_path, NMCLI_DOWN, asked) == {}
     assert len((tmp_path / "runs").read_text().splitlines()) == 1
 
 
@@ -250,16 +255,8 @@ def test_one_profile_of_the_wrong_shape_is_found_in_halves(tmp_path):
     """Pure logic, with a stand-in nmcli: one profile among 64 whose zone adds a line costs
     a reload one run per halving (13), not one per profile (65); every other profile is
     still read in full."""
-    wrapper = tmp_path / "nmcli"
-    wrapper.write_text(NMCLI_FAKE.replace("/usr/bin/env python3", PYTHON))
-    wrapper.chmod(0o755)
-    env = base_env()
-    env["PATH"] = f"{tmp_path}:{env['PATH']}"
     asked = [f"00000000-0000-0000-0000-0000000000{n:02}" for n in range(64)]
-    found = subprocess.run(
-        [PYTHON, "-c", PROFILES, *asked], env=env, capture_output=True, text=True, check=True
-    )
-    profiles = json.loads(found.stdout)
+    profiles = profiles_read_by(tmp_path, NMCLI_FAKE.replace("/usr/bin/env python3", PYTHON), asked)
     assert profiles.pop(asked[17]) == ["", "", False, "unbelieved"]
     others = [uuid for uuid in asked if uuid != asked[17]]
     assert profiles == {uuid: ["home", "802-3-ethernet", False, ""] for uuid in others}
