@@ -142,30 +142,33 @@ NMCLI_FIELDS = "connection.uuid,connection.type,connection.permissions,connectio
 CLOSING_FIELD = "connection.metered"
 
 
-def nmcli_connection(uuid: str) -> tuple[str, str, bool, str] | None:
+Profile = tuple[str, str, bool, str]  # (zone, type, shared, permissions), from nmcli
+
+
+def nmcli_connection(uuid: str) -> Profile | None:
     """(zone, type, shared, permissions) of a profile from nmcli; None when nmcli does not
     know it."""
     return nmcli_connections([uuid]).get(uuid)
 
 
-def nmcli_connections(uuids: list[str]) -> dict[str, tuple[str, str, bool, str]]:
+def nmcli_connections(uuids: list[str]) -> dict[str, Profile]:
     """(zone, type, shared, permissions) of each profile nmcli knows, by UUID, asked in as
     few runs as it takes: one nmcli costs 5-40 ms, and a reload asks for every profile
     bound. nmcli stops at the first UUID it does not know; the others are asked again. A
     run whose output does not have the shape asked for is asked again in halves, down to
     the profile whose own text is wrong, so that no profile's text can speak for another
     (see _profiles) and one such profile costs a reload a few runs, not one per profile."""
-    found: dict[str, tuple[str, str, bool, str]] = {}
+    found: dict[str, Profile] = {}
     left = list(dict.fromkeys(u for u in uuids if u))
     while left:
-        answered, unknown = _nmcli_show(left)
+        answered, unknown, output = _nmcli_show(left)
         if answered is None:  # not the shape asked for
             if len(left) > 1:
                 half = len(left) // 2
                 found.update(nmcli_connections(left[:half]))
                 found.update(nmcli_connections(left[half:]))
-            else:  # its own text is not believed: no zone, and counted as users' to edit
-                found[left[0]] = ("", "", False, UNBELIEVED)
+            else:  # its own zone is not believed: none, and counted as users' to edit
+                found[left[0]] = ("", _type_before_zone(output, left[0]), False, UNBELIEVED)
             break
         found.update(answered)
         if unknown not in left:  # all answered, or nmcli cannot answer at all
@@ -174,10 +177,10 @@ def nmcli_connections(uuids: list[str]) -> dict[str, tuple[str, str, bool, str]]
     return found
 
 
-def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]] | None, str]:
-    """One `nmcli connection show uuid A uuid B ...`: its answers by UUID, and the UUID it
-    stopped at as unknown ("" when none). None for answers when the output is not what was
-    asked for."""
+def _nmcli_show(uuids: list[str]) -> tuple[dict[str, Profile] | None, str, str]:
+    """One `nmcli connection show uuid A uuid B ...`: its answers by UUID, the UUID it
+    stopped at as unknown ("" when none), and its output. None for answers when the output
+    is not what was asked for."""
     import subprocess
 
     argv = ["nmcli", "-t", "-f", NMCLI_FIELDS, "connection", "show"]
@@ -192,16 +195,16 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]]
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
         )
     except (OSError, subprocess.TimeoutExpired):
-        return {}, ""
+        return {}, "", ""
     unknown = ""
     if result.returncode != 0:
         named = result.stderr.partition(" - no such connection profile")
         if not named[1]:
-            return {}, ""  # nmcli cannot answer at all (NetworkManager not running, ...)
+            return {}, "", ""  # nmcli cannot answer at all (NetworkManager not running, ...)
         unknown = named[0].rpartition(" ")[2]
     profiles = _profiles(result.stdout, uuids, unknown)
     if profiles is None:
-        return None, unknown
+        return None, unknown, result.stdout
     answers = {
         p["connection.uuid"]: (
             p.get("connection.zone", ""),
@@ -211,7 +214,20 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, tuple[str, str, bool, str]]
         )
         for p in profiles
     }
-    return answers, unknown
+    return answers, unknown, result.stdout
+
+
+def _type_before_zone(output: str, uuid: str) -> str:
+    """The type in one profile's output whose zone is not believed: its lines before the
+    zone's are nmcli's own (uuid, type, permissions: no value of theirs holds a newline),
+    and the type decides between wired-zone and wireless-zone, which may be stricter than
+    default-zone."""
+    lines = output.split("\n")
+    if len(lines) > 1 and lines[0] == f"connection.uuid:{uuid}":
+        field, _, value = lines[1].partition(":")
+        if field == "connection.type":
+            return value.strip()
+    return ""
 
 
 # the permissions of a profile whose nmcli output could not be believed: non-empty, so that
@@ -247,7 +263,8 @@ def _profiles(output: str, uuids: list[str], unknown: str) -> list[dict[str, str
         return None
     expected = uuids[: uuids.index(unknown)] if unknown in uuids else uuids
     got = [p["connection.uuid"] for p in profiles]
-    if got != expected[: len(got)] or (not unknown and len(got) != len(expected)):
+    # nmcli prints every profile before the unknown one, or none when it stops first
+    if got != expected and not (unknown and not got):
         return None
     return profiles
 
