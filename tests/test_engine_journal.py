@@ -257,6 +257,26 @@ def test_a_gone_interface_loses_its_rules(world):
     assert [c.reason for c in engine.changes] == ["interface gone"]
 
 
+def test_an_interface_lookup_that_fails_removes_nothing_and_the_run_goes_on(world, monkeypatch):
+    """The kernel not telling which interfaces exist (ENOMEM, not ENODEV) is no reason to
+    take an interface's rules away: every binding keeps them, the run's own change is made,
+    and the run says why it is degraded."""
+    import nm_zones.ifname
+
+    world.assign("eth9", "home")
+    world.links.gone("eth9")
+
+    def failing(names):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(nm_zones.ifname, "interface_indexes", failing)
+    engine = world.assign("eth8", "work")
+    assert world.ipt.holds_interface("eth9") and world.ipt.holds_interface("eth8")
+    assert [c.reason for c in engine.changes] == [HOW]
+    assert engine.degraded
+    assert engine.warnings == ["cannot tell which interfaces are gone: Cannot allocate memory"]
+
+
 # -- the kernel is the truth ---------------------------------------------------------------
 
 
@@ -537,6 +557,41 @@ def test_an_interface_already_in_a_zone_that_breaks_keeps_its_rules(world):
 
 
 # -- disable -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lookup", ["answers", "fails"])
+def test_enable_forgets_only_the_bindings_of_interfaces_the_kernel_says_are_gone(
+    world, monkeypatch, lookup
+):
+    """`enable` gives the interfaces NetworkManager does not know back the zone they had,
+    and forgets the bindings of those that are gone: only on the kernel's "no such device".
+    A lookup that fails otherwise (ENOMEM) fails the command and forgets nothing."""
+    import nm_zones.ifname
+    from nm_zones.doors.nm import enable
+
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nmcli: no active connection is known
+    world.assign("eth8", "home")
+    world.assign("eth9", "work")
+    world.write("disabled", "")
+    world.run()
+    world.links.gone("eth9")
+    os.unlink(os.path.join(world.paths.config, "disabled"))
+    if lookup == "fails":
+
+        def failing(names):
+            raise OSError(12, "Cannot allocate memory")
+
+        monkeypatch.setattr(nm_zones.ifname, "interface_indexes", failing)
+        with pytest.raises(OSError):
+            world.run(enable)
+        assert {n: b.status for n, b in world.state().interfaces.items()} == {
+            "eth8": "disabled",
+            "eth9": "disabled",
+        }
+        return
+    world.run(enable)
+    assert {n: b.status for n, b in world.state().interfaces.items()} == {"eth8": "applied"}
+    assert world.ipt.holds_interface("eth8") and not world.ipt.holds_interface("eth9")
 
 
 def test_an_interrupted_disable_is_finished_by_the_next_run(world):

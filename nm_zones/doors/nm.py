@@ -7,6 +7,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 
+from .. import ifname
 from ..engine import Engine, recorded_connection
 from ..errors import UsageError
 from ..ifname import interface_index, matches_exempt
@@ -143,13 +144,15 @@ def enable(engine: Engine, state: State) -> None:
         decision = engine.decide(connection)
         engine.apply_interface(active.device, decision.zone, decision.reason, connection, state)
         done.add(active.device)
-    for name, binding in sorted(state.interfaces.items()):
-        if name in done:
-            continue
-        if binding.status == Status.DISABLED and interface_index(name):
+    disabled = [n for n, b in sorted(state.interfaces.items()) if b.status == Status.DISABLED]
+    # only "no such device" forgets a binding: any other failure is raised, and kept
+    present = ifname.interface_indexes([name for name in disabled if name not in done])
+    for name, index in present.items():
+        binding = state.interfaces[name]
+        if index:
             binding.status = Status.APPLIED
             connection = recorded_connection(binding)
             engine.apply_interface(name, binding.zone, binding.reason, connection, state)
-        elif binding.status == Status.DISABLED:
+        else:
             del state.interfaces[name]
     engine.save(state)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ..errors import KernelError, UsageError
+from ..errors import KernelError, UsageError, describe
 from ..ifname import chain_token
 from ..log import Change
 from ..resolve import recorded_connection
@@ -150,7 +150,14 @@ class Recovery:
             return
         from ..ifname import interface_indexes
 
-        indexes = interface_indexes(state.interfaces)
+        try:
+            indexes = interface_indexes(state.interfaces)
+        except OSError as error:  # not told which are gone: all keep their rules for now
+            self.degraded = True
+            self.warn(f"cannot tell which interfaces are gone: {describe(error)}")
+            if self.links is not None:
+                self.links.look_again()
+            return
         for name, binding in sorted(state.interfaces.items()):
             index = indexes[name]
             if index == 0 or (binding.ifindex and index != binding.ifindex):
