@@ -84,7 +84,10 @@ to anything but 0 or the interface's code is not read. (5) An entry made while n
 labels (flows older than nm-zones' first run after an upgrade, or opened while it was
 disabled) has no room for a label: a TCP connection to this host is then deleted and its
 socket aborted (ended), any other such flow only deleted; the switch says so, counts it as
-not ended, and exits 1.
+not ended, and exits 1. (6) When the kernel fails a route lookup for another reason than
+having no route (out of memory, say), where the flow entered is not known: it ends when the
+interface's own chains marked it, and is kept when unmarked (it may be another interface's);
+the switch says so and exits 1.
 """
 
 from __future__ import annotations
@@ -401,10 +404,11 @@ class Flow:
 class Host:
     """This host's addresses and routes, from the kernel, looked up once per question."""
 
-    def __init__(self, routing, ifindex: int):
+    def __init__(self, routing, ifindex: int, code: int = 0):
         import ipaddress
 
         self.routing, self.ifindex = routing, ifindex
+        self.code = code  # the ct mark bits the interface's chains give (layout.flow_mark)
         self.broadcast = ipaddress.ip_address("255.255.255.255")
         self.local: set = set()  # every address of this host, broadcasts included
         self.own: set = set()  # the addresses of the interface
@@ -425,9 +429,10 @@ class Host:
         """An address whose packets this host receives itself."""
         return address in self.local or address.is_multicast or address == self.broadcast
 
-    def routed_here(self, source, via) -> bool:
+    def routed_here(self, source, via) -> bool | None:
         """True when the host routes `source` out of the interface (looked up from local
-        address `via`, if any, so that rules selecting by source address apply)."""
+        address `via`, if any, so that rules selecting by source address apply); None when
+        the lookup failed for a reason other than no route (the problem is kept)."""
         key = (source, via)
         if key not in self._routes:
             if via is None or via.is_multicast or via not in self.local:
@@ -436,18 +441,26 @@ class Host:
                 self._routes[key] = self.routing.route_interface(source, via) == self.ifindex
             except OSError as error:
                 # no route back: not answered through here. Any other failure tells nothing
-                # about the flow: it counts as entered here (ended if the zone refuses it,
-                # as strict as the zone), and the switch reports why
-                self._routes[key] = error.errno not in NO_ROUTE
-                if self._routes[key]:
+                # about the flow (see marked_here), and the switch reports it
+                self._routes[key] = False if error.errno in NO_ROUTE else None
+                if self._routes[key] is None:
                     self.problems.append(
                         f"the route back to {source} could not be looked up"
-                        f" ({error.strerror or error}): its flows were taken as entered here"
+                        f" ({error.strerror or error}): its flows ended only where this"
+                        " interface's rules had marked them"
                     )
         return self._routes[key]
 
-    def entered_here(self, source, destination) -> bool:
-        """Whether a flow from `source` to `destination` came in through the interface."""
+    def marked_here(self, flow) -> bool:
+        """Whether the interface's own chains marked the flow's first packet: what decides
+        where the route cannot. Such a flow counts as entered here, so the zone's refusal
+        still ends it; an unmarked one (the catch-all's, another interface's, a container
+        bridge's) is kept rather than ended on a guess."""
+        return bool(self.code) and flow.entry.mark & FLOW_MARK_MASK == self.code
+
+    def entered_here(self, source, destination) -> bool | None:
+        """Whether a flow from `source` to `destination` came in through the interface
+        (None: the route back could not be looked up)."""
         if source.version == 6 and source.is_link_local:
             if destination.is_multicast:
                 return 6 in self.link_local_families
@@ -476,7 +489,7 @@ def end_forbidden_flows(interface: str, old, new) -> tuple[int, list[str]]:
     from .routing import Routing
 
     with Routing() as routing:
-        host = Host(routing, ifindex)
+        host = Host(routing, ifindex, flow_mark(interface))
         for family, address_family in (("ipv4", AF_INET), ("ipv6", AF_INET6)):
             mine = [flow for flow in flows if flow.family == address_family]
             for flow in forbidden(mine, family, host, old, new):
@@ -537,8 +550,11 @@ def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
 
     source = ipaddress.ip_address(flow.source())
     destination = ipaddress.ip_address(flow.destination())
-    if source in host.local or not host.entered_here(source, destination):
-        return False  # this host opened it, or it came in elsewhere
+    if source in host.local:
+        return False  # this host opened it
+    entered = host.entered_here(source, destination)
+    if not (host.marked_here(flow) if entered is None else entered):
+        return False  # it came in elsewhere
     reply_source = ipaddress.ip_address(flow.reply_source())
     inbound = host.is_local(reply_source)  # after any translation: to this host, or on
     first = _first_packet(flow, family, source, destination)

@@ -591,23 +591,35 @@ class _Routing:
         return 7
 
 
+class _Marked:
+    """Pure logic: a flow whose ct mark is `mark` (entry.mark, what marked_here reads)."""
+
+    def __init__(self, mark: int):
+        self.entry = type("Entry", (), {"mark": mark})()
+
+
 @pytest.mark.parametrize(
     "errno_value, entered, reported",
-    [(0, True, False), (101, False, False), (113, False, False), (12, True, True), (1, True, True)],
+    [(0, True, False), (101, False, False), (113, False, False), (12, None, True), (1, None, True)],
 )
-def test_a_route_lookup_that_fails_for_another_reason_ends_the_flow_and_says_so(
+def test_a_route_lookup_that_fails_for_another_reason_is_decided_by_the_mark(
     errno_value, entered, reported
 ):
     """No route back (ENETUNREACH, EHOSTUNREACH, ...) means the flow came in elsewhere; any
-    other failure (ENOMEM, EPERM) tells nothing: the flow counts as entered here, so the
-    zone's refusal still ends it, and the switch is told why."""
+    other failure (ENOMEM, EPERM) tells nothing, and the switch is told why: then a flow the
+    interface's own chains marked counts as entered here (the zone's refusal still ends
+    it), and an unmarked one (another interface's, the catch-all's) is kept."""
     import ipaddress
 
     from nm_zones.flows import Host
 
-    host = Host(_Routing(errno_value), 7)
+    code = flow_mark("eth0")
+    host = Host(_Routing(errno_value), 7, code)
     source = ipaddress.ip_address("198.51.100.9")
     assert host.entered_here(source, ipaddress.ip_address("192.0.2.1")) is entered
     assert bool(host.problems) is reported
     if reported:
         assert "198.51.100.9" in host.problems[0] and os.strerror(errno_value) in host.problems[0]
+    assert host.marked_here(_Marked(code | 0x2A))  # the other 24 bits are not nm-zones'
+    assert not host.marked_here(_Marked(0)) and not host.marked_here(_Marked(0x2A))
+    assert not Host(_Routing(0), 7, 0).marked_here(_Marked(0))  # no code: never "marked"
