@@ -717,6 +717,40 @@ def test_notification_bodies_are_escaped_for_markup_too():
     assert body == "&lt;b&gt;Evil&lt;/b&gt; &amp; Co\\u202eexe.txt\\nline 2"
 
 
+WAITING_AFTER_DOWN = """
+import json
+from nm_zones.desktop.notify import Agent
+
+class Service:
+    def follow(self, *args, **kwargs): pass
+    def read(self, *args): return []
+
+agent = Agent(Service(), lambda on_action: None)
+agent.waiting["u1"] = ({"interface": "eth0", "uuid": "u1"}, "lan", "public", "network-wired")
+seen = []
+for interface in ("eth1", "eth0"):  # down on another device first, then on its own
+    agent.zone_changed({"interface": interface, "uuid": "u1", "zone": "", "old-zone": "public"})
+    seen.append("u1" in agent.waiting)
+print(json.dumps(seen))
+"""
+
+
+def test_a_profile_going_down_on_another_device_keeps_its_question_waiting():
+    """Pure logic in the agent: a multi-connect profile up on two devices and down on one
+    is still asked about for the other; down on its own device, it is not."""
+    if NEEDS_DESKTOP:
+        pytest.skip("needs GTK 4, libadwaita, AT-SPI, Xvfb, dunst, xdotool (see .ci/setup)")
+    result = subprocess.run(
+        [desktop_python(), "-c", WAITING_AFTER_DOWN],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [True, False]
+
+
 def test_the_window_and_the_agent_speak_the_users_language(desk):
     nm = desk
     desktop = Desktop(nm, USER)

@@ -198,9 +198,11 @@ class Agent:
         if (uuid, zone) in self.expected:
             self.expected.discard((uuid, zone))
             return  # the agent's own doing: already told
-        if not zone:
-            self.waiting.pop(uuid, None)
-            return  # disconnected
+        if not zone:  # disconnected: not asked about, unless still up elsewhere (multi-connect)
+            waited = self.waiting.get(uuid)
+            if waited and waited[0].get("interface") == change.get("interface"):
+                del self.waiting[uuid]
+            return
         if not notifications_enabled():
             say(f"not asking about {name!r}: notifications are off")
             return
