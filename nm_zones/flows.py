@@ -85,9 +85,9 @@ labels (flows older than nm-zones' first run after an upgrade, or opened while i
 disabled) has no room for a label: a TCP connection to this host is then deleted and its
 socket aborted (ended), any other such flow only deleted; the switch says so, counts it as
 not ended, and exits 1. (6) When the kernel fails a route lookup for another reason than
-having no route (out of memory, say), where the flow entered is not known: it ends when the
-interface's own chains marked it, and is kept when unmarked (it may be another interface's);
-the switch says so and exits 1.
+having no route (out of memory, say), where the flow entered is not known: it ends when
+chains with the interface's mark code marked it (its own, or an interface's that shares the
+code), and is kept when unmarked (it may be any interface's); the switch says so and exits 1.
 """
 
 from __future__ import annotations
@@ -404,7 +404,7 @@ class Flow:
 class Host:
     """This host's addresses and routes, from the kernel, looked up once per question."""
 
-    def __init__(self, routing, ifindex: int, code: int = 0):
+    def __init__(self, routing, ifindex: int, code: int):
         import ipaddress
 
         self.routing, self.ifindex = routing, ifindex
@@ -446,17 +446,24 @@ class Host:
                 if self._routes[key] is None:
                     self.problems.append(
                         f"the route back to {source} could not be looked up"
-                        f" ({error.strerror or error}): its flows ended only where this"
-                        " interface's rules had marked them"
+                        f" ({error.strerror or error}): its flows ended only where chains with"
+                        " this interface's mark code had marked them"
                     )
         return self._routes[key]
 
     def marked_here(self, flow) -> bool:
-        """Whether the interface's own chains marked the flow's first packet: what decides
-        where the route cannot. Such a flow counts as entered here, so the zone's refusal
-        still ends it; an unmarked one (the catch-all's, another interface's, a container
-        bridge's) is kept rather than ended on a guess."""
+        """Whether chains with the interface's code marked the flow's first packet: what
+        decides where the route cannot. Such a flow counts as entered here, so the zone's
+        refusal still ends it (also one of an interface that shares the code: the strict
+        side); an unmarked one (the catch-all's, a container bridge's) is kept rather than
+        ended on a guess."""
         return bool(self.code) and flow.entry.mark & FLOW_MARK_MASK == self.code
+
+    def came_in_here(self, flow, source, destination) -> bool:
+        """Whether the flow entered through the interface: by the route back, or where the
+        route cannot be looked up, by its mark."""
+        entered = self.entered_here(source, destination)
+        return self.marked_here(flow) if entered is None else entered
 
     def entered_here(self, source, destination) -> bool | None:
         """Whether a flow from `source` to `destination` came in through the interface
@@ -552,8 +559,7 @@ def refused(flow: Flow, family: str, host: Host, old, new) -> bool:
     destination = ipaddress.ip_address(flow.destination())
     if source in host.local:
         return False  # this host opened it
-    entered = host.entered_here(source, destination)
-    if not (host.marked_here(flow) if entered is None else entered):
+    if not host.came_in_here(flow, source, destination):
         return False  # it came in elsewhere
     reply_source = ipaddress.ip_address(flow.reply_source())
     inbound = host.is_local(reply_source)  # after any translation: to this host, or on

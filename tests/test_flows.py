@@ -620,6 +620,12 @@ def test_a_route_lookup_that_fails_for_another_reason_is_decided_by_the_mark(
     assert bool(host.problems) is reported
     if reported:
         assert "198.51.100.9" in host.problems[0] and os.strerror(errno_value) in host.problems[0]
-    assert host.marked_here(_Marked(code | 0x2A))  # the other 24 bits are not nm-zones'
-    assert not host.marked_here(_Marked(0)) and not host.marked_here(_Marked(0x2A))
+    destination = ipaddress.ip_address("192.0.2.1")
+    marked, unmarked = _Marked(code | 0x2A), _Marked(0x2A)  # the low 24 bits are not ours
+    if entered is None:  # the mark decides
+        assert host.came_in_here(marked, source, destination)
+        assert not host.came_in_here(unmarked, source, destination)
+    else:  # the route decides, whatever the mark
+        assert host.came_in_here(marked, source, destination) is entered
+        assert host.came_in_here(unmarked, source, destination) is entered
     assert not Host(_Routing(0), 7, 0).marked_here(_Marked(0))  # no code: never "marked"

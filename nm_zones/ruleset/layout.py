@@ -98,7 +98,8 @@ def flow_mark(label: str) -> int:
     """The ct mark bits (within FLOW_MARK_MASK) the chains of interface `label` give the
     flows they see first; 0 for SHARED_LABELS (no mark). Interfaces may share a code: the
     mark only narrows what a switch reads; which flows entered through the interface is
-    still decided by the routing test (flows.py)."""
+    still decided by the routing test, and by the mark only where the route cannot be
+    looked up (flows.py)."""
     if label in SHARED_LABELS:
         return 0
     digest = 0x811C9DC5  # FNV-1a: no import on an event's path (zlib is not in its budget)
