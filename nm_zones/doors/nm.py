@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import ifname
 from ..engine import Engine, recorded_connection
-from ..errors import UsageError
+from ..errors import KernelError, UsageError, describe
 from ..ifname import interface_index, matches_exempt
 from ..resolve import Connection, read_connection
 from ..state import State, Status, write_atomically
@@ -145,8 +145,13 @@ def enable(engine: Engine, state: State) -> None:
         engine.apply_interface(active.device, decision.zone, decision.reason, connection, state)
         done.add(active.device)
     disabled = [n for n, b in sorted(state.interfaces.items()) if b.status == Status.DISABLED]
-    # only "no such device" forgets a binding: any other failure is raised, and kept
-    present = ifname.interface_indexes([name for name in disabled if name not in done])
+    # only "no such device" forgets a binding: after any other failure all are kept
+    try:
+        present = ifname.interface_indexes([name for name in disabled if name not in done])
+    except OSError as error:
+        raise KernelError(
+            f"cannot tell which disabled interfaces still exist: {describe(error)}"
+        ) from None
     for name, index in present.items():
         binding = state.interfaces[name]
         if index:
