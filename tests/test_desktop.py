@@ -721,9 +721,12 @@ WAITING_AFTER_DOWN = """
 import json
 from nm_zones.desktop.notify import Agent
 
-class Service:
+UP_ON_ETH0 = [{"uuid": "u1", "zone": "public", "interface": "eth0", "identification": "pending"}]
+
+class Service:  # GetConnections: u1 still up on eth0, then on no device
+    rows = UP_ON_ETH0
     def follow(self, *args, **kwargs): pass
-    def read(self, *args): return []
+    def read(self, *args): return self.rows
 
 agent = Agent(Service(), lambda on_action: None)
 agent.waiting["u1"] = ({"interface": "eth0", "uuid": "u1"}, "lan", "public", "network-wired")
@@ -731,6 +734,7 @@ seen = []
 for interface in ("eth1", "eth0"):  # down on another device first, then on its own
     agent.zone_changed({"interface": interface, "uuid": "u1", "zone": "", "old-zone": "public"})
     seen.append("u1" in agent.waiting)
+    Service.rows = []
 print(json.dumps(seen))
 """
 

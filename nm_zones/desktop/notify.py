@@ -199,9 +199,8 @@ class Agent:
             self.expected.discard((uuid, zone))
             return  # the agent's own doing: already told
         if not zone:  # disconnected: not asked about, unless still up elsewhere (multi-connect)
-            waited = self.waiting.get(uuid)
-            if waited and waited[0].get("interface") == change.get("interface"):
-                del self.waiting[uuid]
+            if uuid in self.waiting:
+                self.check_networks()  # drops it unless the service still lists it
             return
         if not notifications_enabled():
             say(f"not asking about {name!r}: notifications are off")
