@@ -218,10 +218,10 @@ def _nmcli_show(uuids: list[str]) -> tuple[dict[str, Profile] | None, str, str]:
 
 
 def _type_before_zone(output: str, uuid: str) -> str:
-    """The type in one profile's output whose zone is not believed: its lines before the
-    zone's are nmcli's own (uuid, type, permissions: no value of theirs holds a newline),
-    and the type decides between wired-zone and wireless-zone, which may be stricter than
-    default-zone."""
+    """The type in one profile's output whose zone is not believed: its first lines, uuid
+    and type, come before the zone's and hold no newline (NetworkManager takes only setting
+    names as types), and the type decides between wired-zone and wireless-zone, which may
+    be stricter than default-zone."""
     lines = output.split("\n")
     if len(lines) > 1 and lines[0] == f"connection.uuid:{uuid}":
         field, _, value = lines[1].partition(":")

@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nm_zones.config.load import load_settings
 from nm_zones.config.model import USER_PROFILE_ZONES, Settings
 from nm_zones.paths import SHIPPED_DIR
-from nm_zones.resolve import Connection, decide_zone, read_connection
+from nm_zones.resolve import Connection, _profiles, _type_before_zone, decide_zone, read_connection
 
 ZONES = {"public", "work", "trusted", "home", "block", "drop", "dmz", "external", "internal"}
 OWNED = "user:alice;"
@@ -165,3 +167,81 @@ def test_assign_keeps_a_refused_zone_in_the_admins_map_by_uuid(tmp_path):
     with pytest.raises(UsageError, match="block mapping"):
         set_connection_zone(paths, "u-4", "trusted")
     assert (tmp_path / "connections-map.yaml").read_text() == flow
+
+
+# -- nmcli's terse output, whose values are not escaped --------------------------------------
+
+
+def block(uuid: str, zone: str, kind: str = "802-3-ethernet", methods=("manual", "auto")) -> str:
+    """One profile as `nmcli -t -f resolve.NMCLI_FIELDS connection show` prints it: its
+    fields in nmcli's order, the zone as it is (a newline in it starts a line), the IP
+    methods only when the profile has IP settings."""
+    lines = [f"connection.uuid:{uuid}", f"connection.type:{kind}", "connection.permissions:"]
+    lines += [f"connection.zone:{zone}", "connection.metered:unknown"]
+    if methods:
+        lines += [f"ipv4.method:{methods[0]}", f"ipv6.method:{methods[1]}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_output_that_stops_at_an_unknown_uuid_is_believed_whole_or_empty():
+    """Pure logic: nmcli prints every profile asked before the one it does not know, or
+    none; output with only some of them is not believed (one of them could be forged)."""
+    asked = ["a", "b", "U", "c"]
+    both = _profiles(block("a", "home") + block("b", "work"), asked, "U")
+    assert [(p["connection.uuid"], p["connection.zone"]) for p in both] == [
+        ("a", "home"),
+        ("b", "work"),
+    ]
+    assert _profiles(block("a", "home"), asked, "U") is None
+    assert _profiles("", asked, "U") == []
+
+
+FIELD_LINES = st.sampled_from(
+    [
+        "connection.uuid:b",
+        "connection.uuid:c",
+        "connection.type:802-11-wireless",
+        "connection.permissions:",
+        "connection.zone:trusted",
+        "connection.metered:no",
+        "ipv4.method:shared",
+        "ipv6.method:shared",
+        "",
+    ]
+)
+FORGED_ZONES = st.lists(st.one_of(FIELD_LINES, st.text(max_size=8)), min_size=1, max_size=8).map(
+    "\n".join
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(zone=FORGED_ZONES, port=st.booleans(), position=st.integers(0, 2))
+def test_no_zone_makes_nmcli_output_say_anything_else_about_any_profile(zone, port, position):
+    """Pure logic, hostile input: whatever one profile's zone holds (lines of any field,
+    other profiles' UUIDs, blank lines), the output of a run is either not believed or read
+    as it is: every profile with its own zone, type and methods, and a profile without IP
+    settings never shared. A profile whose output is not believed keeps only its type."""
+    uuids = ["a", "b", "c"]
+    forger = uuids[position]
+    text = "".join(
+        block(u, zone, methods=None if port else ("manual", "auto"))
+        if u == forger
+        else block(u, "home")
+        for u in uuids
+    )
+    profiles = _profiles(text, uuids, "")
+    if profiles is not None:
+        read = {p["connection.uuid"]: p for p in profiles}
+        assert sorted(read) == uuids
+        assert read[forger]["connection.zone"] == zone.strip()
+        assert "\n" not in zone.strip()  # believed only when nothing was added
+        for uuid in uuids:
+            assert read[uuid]["connection.type"] == "802-3-ethernet"
+            if uuid == forger and port:
+                assert "ipv4.method" not in read[uuid] and "ipv6.method" not in read[uuid]
+            elif uuid != forger:
+                assert read[uuid]["connection.zone"] == "home"
+                assert read[uuid]["ipv4.method"] == "manual"
+    alone = block(forger, zone, methods=None if port else ("manual", "auto"))
+    assert _type_before_zone(alone, forger) == "802-3-ethernet"
+
