@@ -64,7 +64,8 @@ def unknown_zone(name: str) -> UsageError:
 
 
 class KernelError(NmZonesError):
-    """Netfilter refused a change, or the lock could not be had (exit status 1)."""
+    """Netfilter refused a change, the lock could not be had, or the kernel could not be
+    asked what a change depends on (exit status 1)."""
 
     topic = "kernel"
 

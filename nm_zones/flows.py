@@ -85,9 +85,10 @@ labels (flows older than nm-zones' first run after an upgrade, or opened while i
 disabled) has no room for a label: a TCP connection to this host is then deleted and its
 socket aborted (ended), any other such flow only deleted; the switch says so, counts it as
 not ended, and exits 1. (6) When the kernel fails a route lookup for another reason than
-having no route (out of memory, say), where the flow entered is not known: it ends when
-chains with the interface's mark code marked it (its own, or an interface's that shares the
-code), and is kept when unmarked (it may be any interface's); the switch says so and exits 1.
+having no route (out of memory, say), where the flow entered is not known: it counts as
+entered here when chains with the interface's mark code marked it (its own, or an
+interface's that shares the code), and is then ended if the new zone refuses it; unmarked,
+it is kept (it may be any interface's); the switch says so and exits 1.
 """
 
 from __future__ import annotations

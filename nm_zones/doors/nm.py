@@ -150,7 +150,8 @@ def enable(engine: Engine, state: State) -> None:
         present = ifname.interface_indexes([name for name in disabled if name not in done])
     except OSError as error:
         raise KernelError(
-            f"cannot tell which disabled interfaces still exist: {describe(error)}"
+            f"cannot tell which disabled interfaces still exist: {describe(error)};"
+            " run nm-zones enable again"
         ) from None
     for name, index in present.items():
         binding = state.interfaces[name]

@@ -63,9 +63,10 @@ def kernel_identity(iptc) -> tuple:
 
 def open_released_tables(iptc, family: str) -> None:
     """python-iptables asks every table it has opened whether a target names one of its
-    chains (Target._is_standard_target), through the handle the kernel backend frees after
-    each commit (kernel._release): a freed one is read again first, or libiptc is handed
-    NULL and the process crashes."""
+    chains (Target._is_standard_target), and its easy module commits each table it reads
+    (ahead.py), through the handle the kernel backend frees after each commit
+    (kernel._release): a freed one is read again first, or libiptc is handed NULL and the
+    process crashes."""
     kind = iptc.Table if family == "ipv4" else iptc.Table6
     for table in list(getattr(kind, "_cache", {}).values()):
         if getattr(table, "_handle", True) is None:
