@@ -42,6 +42,12 @@ class Change:
         # the profile an interface was bound with (the service's ZoneChanged signal says it)
         self.uuid = self.connection_type = ""
 
+    def bound_with(self, binding) -> Change:
+        """The profile of the binding (state.Binding) the change was made to, for the
+        service's ZoneChanged; the change itself, for chaining."""
+        self.uuid, self.connection_type = binding.connection_uuid, binding.connection_type
+        return self
+
     def __str__(self) -> str:
         old = self.old_zone or "-"
         new = self.new_zone or "-"

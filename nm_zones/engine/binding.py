@@ -67,8 +67,7 @@ class Bindings:
         source = connection.id or connection.uuid
         before = old.zone if old else ""
         change = Change(interface, before, usable.name, why, source, ms(started), degraded)
-        change.flows_ended = binding.flows_ended
-        change.uuid, change.connection_type = binding.connection_uuid, binding.connection_type
+        change.bound_with(binding).flows_ended = binding.flows_ended
         if pending is not None:
             pending.change = change  # its flows are ended once the commit is made
         return self._changed(change)
@@ -225,8 +224,7 @@ class Bindings:
 
             self.commit(state, self.backend.view_keys(tables), removal, forget)
         change = Change(interface, old.zone, "", reason, old.connection_id, ms(started))
-        change.uuid, change.connection_type = old.connection_uuid, old.connection_type
-        return self._changed(change)
+        return self._changed(change.bound_with(old))
 
     def reapply(self, name: str, state: State, why: str) -> Change | None:
         """Commit a bound interface again as it is bound (its allowances changed); an error

@@ -120,9 +120,7 @@ class CatchAll:
             for name, binding in sorted(state.interfaces.items()):
                 if binding.status != Status.DISABLED:
                     change = Change(name, binding.zone, "", reason, binding.connection_id)
-                    change.uuid = binding.connection_uuid
-                    change.connection_type = binding.connection_type
-                    self._changed(change)
+                    self._changed(change.bound_with(binding))
                 binding.status, binding.digest = Status.DISABLED, ""
             if state.catchall_zone:
                 self._changed(Change("*", state.catchall_zone, "", reason))
