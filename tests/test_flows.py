@@ -598,6 +598,7 @@ class _Marked:
         self.entry = type("Entry", (), {"mark": mark})()
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     "errno_value, entered, reported",
     [(0, True, False), (101, False, False), (113, False, False), (12, None, True), (1, None, True)],
@@ -608,7 +609,7 @@ def test_a_route_lookup_that_fails_for_another_reason_is_decided_by_the_mark(
     """No route back (ENETUNREACH, EHOSTUNREACH, ...) means the flow came in elsewhere; any
     other failure (ENOMEM, EPERM) tells nothing, and the switch is told why: then a flow the
     interface's own chains marked counts as entered here (the zone's refusal still ends
-    it), and an unmarked one (another interface's, the catch-all's) is kept."""
+    it), and an unmarked one (the catch-all's, a container bridge's) is kept."""
     import ipaddress
 
     from nm_zones.flows import Host

@@ -254,6 +254,7 @@ for uuid in sys.argv[7::2]:
 """
 
 
+@pytest.mark.pure
 def test_one_profile_of_the_wrong_shape_is_found_in_halves(tmp_path):
     """Pure logic, with a stand-in nmcli: two profiles among 64 whose output is not the
     shape asked for (a zone that adds a line, a block without its closing field) cost a

@@ -244,4 +244,3 @@ def test_no_zone_makes_nmcli_output_say_anything_else_about_any_profile(zone, po
                 assert read[uuid]["ipv4.method"] == "manual"
     alone = block(forger, zone, methods=None if port else ("manual", "auto"))
     assert _type_before_zone(alone, forger) == "802-3-ethernet"
-
