@@ -306,7 +306,8 @@ def test_uninstall_removes_every_rule_first_then_the_files(tmp_path):
         assert "nmz" not in nm.save("ipv4") + nm.save("ipv6")
         kernel = out.index("removed every nm-zones rule from the kernel (IPv4 and IPv6)")
         assert kernel < out.index(f"removed /{HOOK}")
-        assert "ethz0: block -> - (nm-zones uninstalled)" in out[:kernel]
+        # the profile the interface was bound with is named, as on every removal
+        assert "ethz0: block -> - (nm-zones uninstalled) connection 'lan'" in out[:kernel]
         assert f"removed /{CONFIG}/" in out and f"removed /{COMMAND}" in out
         # no disabled flag, no state left behind
         assert nm.sh(f"ls -d /{CONFIG} /run/nm-zones", check=False).stdout == ""
