@@ -7,7 +7,6 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from .. import ifname
 from ..engine import Engine, recorded_connection
 from ..errors import KernelError, UsageError, describe
 from ..ifname import interface_index, matches_exempt
@@ -146,8 +145,10 @@ def enable(engine: Engine, state: State) -> None:
         done.add(active.device)
     disabled = [n for n, b in sorted(state.interfaces.items()) if b.status == Status.DISABLED]
     # only "no such device" forgets a binding: after any other failure all are kept
+    from ..ifname import interface_indexes
+
     try:
-        present = ifname.interface_indexes([name for name in disabled if name not in done])
+        present = interface_indexes([name for name in disabled if name not in done])
     except OSError as error:
         raise KernelError(
             f"cannot tell which disabled interfaces still exist: {describe(error)};"
