@@ -1,11 +1,12 @@
 """Netlink requests and their answers, with the standard library only (struct and the socket
 module's C core).
 
-A switch that ends flows asks conntrack for entries and changes them (conntrack.py), and
-asks the routing table where addresses go (routing.py). pyroute2 does all of this, but its
-import costs a process 200-600 ms and a resident service 20 MiB for good (it loads some 270
-modules), more than nm-zones' whole service without it. The few messages needed are packed
-here; the names are those of linux/netlink.h.
+Every request nm-zones makes over netlink goes through Channel: nftables' views
+(backends/nftables/nfnetlink.py), conntrack's flows (flowcount.py, conntrack.py), routes
+(routing.py), sockets (sockdiag.py) and neighbours (networks/neighbours.py). pyroute2 does
+all of this, but its import costs a process 200-600 ms and a resident service 20 MiB for good
+(it loads some 270 modules), more than nm-zones' whole service without it. The few messages
+needed are packed by each of those modules; the names are those of linux/netlink.h.
 """
 
 from __future__ import annotations
@@ -39,16 +40,19 @@ def nested(kind: int, *parts: bytes) -> bytes:
     return attribute(kind | NLA_F_NESTED, b"".join(parts))
 
 
-def attributes(data: bytes, offset: int = 0) -> dict[int, bytes]:
-    """type -> payload of the netlink attributes from `offset` on."""
-    found = {}
+def attribute_list(data: bytes, offset: int = 0):
+    """(type, payload) of each netlink attribute from `offset` on, in the kernel's order."""
     while offset + NLATTR.size <= len(data):
         length, kind = NLATTR.unpack_from(data, offset)
         if length < NLATTR.size:
-            break
-        found[kind & NLA_TYPE_MASK] = data[offset + NLATTR.size : offset + length]
+            return
+        yield kind & NLA_TYPE_MASK, data[offset + NLATTR.size : offset + length]
         offset += align(length)
-    return found
+
+
+def attributes(data: bytes, offset: int = 0) -> dict[int, bytes]:
+    """type -> payload of the netlink attributes from `offset` on."""
+    return dict(attribute_list(data, offset))
 
 
 class DumpInterrupted(OSError):

@@ -146,6 +146,7 @@ BACKEND = {
         "nm_zones.backends.nftables.libnft",
         "nm_zones.backends.nftables.nfnetlink",
         "nm_zones.backends.nftables.view",
+        "nm_zones.netlink",  # the views' requests (nfnetlink.py) go over its Channel
     ],
 }
 

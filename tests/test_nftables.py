@@ -323,17 +323,20 @@ def test_a_base_chain_changed_behind_its_back_is_seen_and_put_back(lab, tamper):
 
 VIEW_READS = """
 import os
+from nm_zones import flowcount, netlink
 from nm_zones.backends.nftables import nfnetlink
 from nm_zones.backends.nftables.view import generation, read_view
 
 first = read_view()
-reader = nfnetlink.reader()
+channel = nfnetlink.reader().channel
 # a dump left unread on the shared socket: the next reads skip its replies by their number
-reader.sock.send(nfnetlink.NLMSGHDR.pack(20, (10 << 8) | nfnetlink.NFT_MSG_GETCHAIN,
-    nfnetlink.NLM_F_REQUEST | nfnetlink.NLM_F_DUMP, 999, 0) + nfnetlink.NFGENMSG.pack(1, 0, 0))
+channel.sock.send(netlink.NLMSGHDR.pack(20, (10 << 8) | nfnetlink.NFT_MSG_GETCHAIN,
+    netlink.NLM_F_REQUEST | netlink.NLM_F_DUMP, 999, 0) + nfnetlink.NFGENMSG.pack(1, 0, 0))
 again = read_view()
 assert generation() == first["generation"]
-assert nfnetlink.reader() is reader and len(nfnetlink._readers) == 1
+# conntrack's requests (a tightening switch's) take the same socket
+assert flowcount.count_marked(0x5A5A, 0xFFFF) == 0
+assert nfnetlink.reader().channel is channel and len(netlink._kept) == 1
 sockets = 0
 for fd in os.listdir("/proc/self/fd"):
     try:
@@ -346,8 +349,9 @@ print(first == again, sockets)
 
 def test_views_share_one_netlink_socket_and_skip_stale_replies(lab):
     """A close of an nf_tables socket after a commit waits for an RCU grace period: a process
-    reads every view through one socket (nfnetlink.reader), kept open; replies to an earlier
-    request (a dump given up on) are skipped, not taken for the next request's."""
+    reads every view, and asks conntrack, through one socket (netlink.kept), kept open;
+    replies to an earlier request (a dump given up on) are skipped, not taken for the next
+    request's."""
     lab.nm_zones("reload")
     lab.nm_zones("apply", lab.add_link().name, "home")
     result = lab.run(lab.zoned, [PYTHON, "-S", "-c", VIEW_READS])

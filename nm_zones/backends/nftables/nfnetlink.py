@@ -11,27 +11,23 @@ not, nothing needs reading.
 Only the socket module's C core and struct are imported (the quick path of every event uses
 this): pyroute2's nfnetlink classes would cost a third of a second to import, and it names
 nf_tables' attributes only as strings; the names here are those of linux/netfilter/
-nf_tables.h and linux/netlink.h.
+nf_tables.h.
 
-One socket per process (and thread), never closed: the kernel's release of an nf_tables
-netlink socket waits until the objects of the last transaction are freed, an RCU grace period
-after the commit (5-15 ms on a busy 2-core machine). Closed at exit, it waits at most once,
-and not at all when the process outlives the grace period.
+The requests go over the process's one NETLINK_NETFILTER socket (netlink.kept), the one
+conntrack's requests use too, never closed: the kernel's release of such a socket waits until
+the objects of nf_tables' last transaction are freed, an RCU grace period after the commit
+(5-15 ms on a busy 2-core machine). Closed at exit, it waits at most once, and not at all
+when the process outlives the grace period.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 
 from ...digest import sha256
-from ...errors import NmZonesError
+from ...netlink import NLM_F_DUMP, Channel, DumpInterrupted, attribute, attribute_list, kept
 
-# linux/netlink.h
 NETLINK_NETFILTER = 12
-NLM_F_REQUEST, NLM_F_DUMP, NLM_F_DUMP_INTR = 0x1, 0x300, 0x10
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLA_TYPE_MASK = 0x3FFF  # the type of an attribute, without NLA_F_NESTED and byte order
 # linux/netfilter/nfnetlink.h and linux/netfilter.h
 NFNL_SUBSYS_NFTABLES = 10
 NFPROTO_INET = 1
@@ -55,38 +51,10 @@ NFTA_GEN_ID = 1
 # themselves and are left out)
 BASE_CHAIN_ATTRIBUTES = (NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY, NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS)
 ENOENT = 2
-ATTEMPTS = 5
-RECEIVE_SIZE = 1 << 20  # what one recv takes: more than the kernel sends of a dump at once
+ATTEMPTS = 5  # reads of the whole view while the ruleset changes under them
 
-NLMSGHDR = struct.Struct("=IHHII")  # struct nlmsghdr: length, type, flags, seq, pid
 NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id (big endian)
-NLATTR = struct.Struct("=HH")  # struct nlattr: length, type
-ERROR_CODE = struct.Struct("=i")  # struct nlmsgerr starts with the (negative) errno
 GENERATION = struct.Struct(">I")  # NFTA_GEN_ID: a big-endian u32
-
-
-def _align(length: int) -> int:
-    """NLMSG_ALIGN and NLA_ALIGN: netlink pads everything to 4 bytes."""
-    return (length + 3) & ~3
-
-
-class DumpChanged(NmZonesError):
-    """The ruleset changed during a dump (NLM_F_DUMP_INTR): read again."""
-
-
-def _attributes(data: bytes, offset: int):
-    """(type, payload) of each netlink attribute from `offset` on."""
-    while offset + NLATTR.size <= len(data):
-        length, kind = NLATTR.unpack_from(data, offset)
-        if length < NLATTR.size:
-            return
-        yield kind & NLA_TYPE_MASK, data[offset + NLATTR.size : offset + length]
-        offset += _align(length)
-
-
-def _attribute(kind: int, payload: bytes) -> bytes:
-    length = NLATTR.size + len(payload)
-    return (NLATTR.pack(length, kind) + payload).ljust(_align(length), b"\0")
 
 
 def _string(name: str) -> bytes:
@@ -96,65 +64,23 @@ def _string(name: str) -> bytes:
 
 def _name(kind: int, name: str) -> bytes:
     """A string attribute."""
-    return _attribute(kind, _string(name))
+    return attribute(kind, _string(name))
 
 
 class Reader:
-    """One netlink socket to nf_tables, in the namespace of this process."""
+    """nf_tables' messages over a netlink.Channel (the process's kept one: reader())."""
 
-    def __init__(self):
-        from _socket import AF_NETLINK, SOCK_RAW, socket
-
-        self.sock = socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER)
-        self.seq = 0
-        self.broken = False  # a request cut short: its replies may still come
-
-    def close(self) -> None:
-        self.sock.close()
+    def __init__(self, channel: Channel):
+        self.channel = channel
 
     def _request(self, message: int, flags: int, attributes: bytes = b"") -> list[bytes]:
-        """Send one request; the attributes (after nfgenmsg) of every reply message. Replies
-        to an earlier request (the rest of a dump given up on) are skipped by their number;
-        a dump the ruleset changed under is read to its end before DumpChanged."""
-        self.broken = True
-        replies = self._exchange(message, flags, attributes)
-        self.broken = False
-        return replies
-
-    def _exchange(self, message: int, flags: int, attributes: bytes) -> list[bytes]:
-        self.seq += 1
+        """Send one request; the attributes (after nfgenmsg) of every reply message. The
+        channel skips replies to an earlier request (the rest of a dump given up on) by
+        their number, and reads again a dump the ruleset changed under (DumpInterrupted
+        when it kept changing)."""
         body = NFGENMSG.pack(NFPROTO_INET, NFNETLINK_V0, 0) + attributes
         kind = (NFNL_SUBSYS_NFTABLES << 8) | message
-        header = NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, NLM_F_REQUEST | flags, self.seq, 0)
-        self.sock.send(header + body)
-        replies: list[bytes] = []
-        interrupted = False
-        while True:
-            data = self.sock.recv(RECEIVE_SIZE)
-            offset = 0
-            while offset + NLMSGHDR.size <= len(data):
-                length, kind, message_flags, seq, _pid = NLMSGHDR.unpack_from(data, offset)
-                if length < NLMSGHDR.size:
-                    raise OSError("netlink: a malformed reply")
-                payload = offset + NLMSGHDR.size
-                offset += _align(length)
-                if seq != self.seq:
-                    continue  # the end of an earlier request's reply
-                interrupted = interrupted or bool(message_flags & NLM_F_DUMP_INTR)
-                if kind == NLMSG_ERROR:
-                    (code,) = ERROR_CODE.unpack_from(data, payload)
-                    if code:
-                        self.broken = False  # the kernel's answer, and the end of it
-                        raise OSError(-code, os.strerror(-code))
-                    kind = NLMSG_DONE  # an acknowledgement
-                if kind == NLMSG_DONE:
-                    if interrupted:
-                        self.broken = False
-                        raise DumpChanged()
-                    return replies
-                replies.append(data[payload + NFGENMSG.size : payload + length - NLMSGHDR.size])
-            if not flags & NLM_F_DUMP and replies:
-                return replies
+        return [reply[NFGENMSG.size :] for reply in self.channel.ask(kind, flags, body)]
 
     def table_exists(self, table: str) -> bool:
         try:
@@ -168,7 +94,7 @@ class Reader:
     def generation(self) -> int:
         """The nftables ruleset's generation id: it changes with every transaction."""
         for payload in self._request(NFT_MSG_GETGEN, 0):
-            for kind, value in _attributes(payload, 0):
+            for kind, value in attribute_list(payload):
                 if kind == NFTA_GEN_ID:
                     return GENERATION.unpack(value)[0]
         raise OSError("netlink: no generation id")
@@ -178,7 +104,7 @@ class Reader:
         wanted = _string(table)
         found = {}
         for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, _name(NFTA_CHAIN_TABLE, table)):
-            attributes = dict(_attributes(payload, 0))
+            attributes = dict(attribute_list(payload))
             if attributes.get(NFTA_CHAIN_TABLE) == wanted:  # older kernels do not filter
                 found[_text(attributes.get(NFTA_CHAIN_NAME, b""))] = attributes
         return found
@@ -203,14 +129,14 @@ class Reader:
                 try:
                     replies = self._request(NFT_MSG_GETCHAIN, 0, request)
                 except OSError as error:
-                    if isinstance(error, DumpChanged) or error.errno != ENOENT:
+                    if isinstance(error, DumpInterrupted) or error.errno != ENOENT:
                         raise
                     continue
-                found[chain] = _chain_digest(dict(_attributes(replies[0], 0)) if replies else {})
+                found[chain] = _chain_digest(dict(attribute_list(replies[0])) if replies else {})
                 requests.append(name + _name(NFTA_RULE_CHAIN, chain))
         for request in requests:
             for payload in self._request(NFT_MSG_GETRULE, NLM_F_DUMP, request):
-                attributes = _attributes(payload, 0)
+                attributes = attribute_list(payload)
                 table_attribute, chain_attribute = next(attributes, None), next(attributes, None)
                 if table_attribute != (NFTA_RULE_TABLE, wanted) or not chain_attribute:
                     continue  # another table's (older kernels do not filter dumps)
@@ -227,7 +153,7 @@ class Reader:
             request = name + _name(NFTA_SET_ELEM_LIST_SET, map_name)
             try:
                 replies = self._request(NFT_MSG_GETSETELEM, NLM_F_DUMP, request)
-            except DumpChanged:
+            except DumpInterrupted:
                 raise
             except OSError as error:
                 replies = [f"{map_name}: {error.errno}".encode()]
@@ -242,7 +168,7 @@ def _chain_digest(attributes: dict):
     digest = sha256()
     if NFTA_CHAIN_HOOK in attributes:
         for kind in BASE_CHAIN_ATTRIBUTES:
-            digest.update(_attribute(kind, attributes.get(kind, b"")))
+            digest.update(attribute(kind, attributes.get(kind, b"")))
     return digest
 
 
@@ -250,20 +176,12 @@ def _text(value: bytes) -> str:
     return value.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-_readers: dict[tuple[int, int], Reader] = {}
-
-
 def reader() -> Reader:
-    """This process's (and thread's) socket, opened on first use and never closed (see the
-    module's docstring): the quick path, the engine's checks and the read-back after a
-    commit share it."""
-    from _thread import get_ident
-
-    key = (os.getpid(), get_ident())
-    found = _readers.get(key)
-    if found is None or found.broken:  # a request cut short: the next one starts afresh
-        found = _readers[key] = Reader()
-    return found
+    """Over this process's (and thread's) NETLINK_NETFILTER socket, opened on first use and
+    never closed (see the module's docstring): the quick path, the engine's checks, the
+    read-back after a commit and conntrack's requests share it; one left with a request cut
+    short is replaced."""
+    return Reader(kept(NETLINK_NETFILTER))
 
 
 def chain_names(table: str) -> list[str]:
@@ -272,7 +190,7 @@ def chain_names(table: str) -> list[str]:
     for _ in range(ATTEMPTS):
         try:
             return list(reader().chains(table))  # the process's socket: never closed
-        except DumpChanged:
+        except DumpInterrupted:
             pass
         except OSError as error:
             if error.errno != ENOENT:
@@ -290,7 +208,7 @@ def read(table: str, maps, chains=(), base: dict | None = None) -> dict:
     for _ in range(ATTEMPTS):
         try:
             view = _read_once(reader(), table, maps, chains, base)
-        except DumpChanged:
+        except DumpInterrupted:
             continue
         if view is not None:
             return view
