@@ -54,3 +54,38 @@ def test_only_the_connection_is_aborted_never_the_listener():
     assert lines[0] == "open True"
     assert lines[1] in ("client ConnectionResetError", "client b''"), lines
     assert lines[2:] == ["gone False", "listener alive True"], result.stdout + result.stderr
+
+
+LISTENING = """
+import os, socket, subprocess
+from nm_zones.sockdiag import listening_sockets
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+tcp4 = socket.create_server(("127.0.0.1", 0))
+tcp6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind(("127.0.0.1", 0))
+client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # connected: a client's, left out
+client.connect(udp.getsockname())
+dialer = socket.create_connection(tcp4.getsockname())  # an established TCP socket: left out
+for entry in sorted(listening_sockets()):
+    protocol, address, port, uid, cgroup = entry
+    mine = {tcp4.getsockname()[1]: "tcp4", tcp6.getsockname()[1]: "tcp6",
+            udp.getsockname()[1]: "udp"}.get(port, "other")
+    print(protocol, address, mine, uid == os.getuid(), cgroup > 0)  # Linux 5.8+ names it
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network namespace)")
+def test_listening_sockets_are_the_listeners_and_unconnected_udp_of_both_families():
+    """One request per family and protocol over netlink.Channel: TCP listeners and bound,
+    unconnected UDP sockets, each with its owner and cgroup; connected sockets left out."""
+    result = subprocess.run(
+        ["unshare", "--net", sys.executable, "-c", LISTENING],
+        capture_output=True, text=True, env=base_env(PYTHONPATH=REPO), timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "tcp 127.0.0.1 tcp4 True True",
+        "tcp ::1 tcp6 True True",
+        "udp 127.0.0.1 udp True True",
+    ], result.stdout

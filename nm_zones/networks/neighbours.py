@@ -19,43 +19,28 @@ import _socket as socket  # the C module: `socket` costs every event 5-6 ms of i
 import struct
 import time
 
+from ..netlink import NLM_F_DUMP, Channel, attributes
+
+NETLINK_ROUTE = 0
 RTM_NEWNEIGH, RTM_GETNEIGH = 28, 30
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 NDA_DST, NDA_LLADDR = 1, 2
 NUD_INCOMPLETE, NUD_FAILED = 0x01, 0x20
 NTF_ROUTER = 0x80
 NDMSG = struct.Struct("=BBHiHBB")
-NLMSGHDR = struct.Struct("=LHHLL")
-RTATTR = struct.Struct("=HH")
 RESOLVE_SECONDS = 2.0
 DISCARD_PORT = 9
 FIRST_WAIT, LONGEST_WAIT = 0.001, 0.02  # between reads of the table: doubling, up to 20 ms
 
 
 def neighbours(family: int, ifindex: int) -> dict[str, tuple[str, int, int]]:
-    """address -> (MAC, NUD state, NTF flags) of the device's neighbour table."""
-    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 0)
-    try:
-        sock.bind((0, 0))
-        body = NDMSG.pack(family, 0, 0, 0, 0, 0, 0)
-        header = NLMSGHDR.pack(
-            NLMSGHDR.size + len(body), RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
-        )
-        sock.sendall(header + body)
-        found: dict[str, tuple[str, int, int]] = {}
-        while True:
-            data = sock.recv(65536)
-            offset = 0
-            while offset + NLMSGHDR.size <= len(data):
-                length, kind, _, _, _ = NLMSGHDR.unpack_from(data, offset)
-                if kind in (NLMSG_DONE, NLMSG_ERROR) or length < NLMSGHDR.size:
-                    return found
-                if kind == RTM_NEWNEIGH:
-                    _entry(data[offset + NLMSGHDR.size : offset + length], family, ifindex, found)
-                offset += (length + 3) & ~3
-    finally:
-        sock.close()
+    """address -> (MAC, NUD state, NTF flags) of the device's neighbour table (OSError when
+    the kernel does not answer in full)."""
+    with Channel(NETLINK_ROUTE) as channel:
+        answers = channel.ask(RTM_GETNEIGH, NLM_F_DUMP, NDMSG.pack(family, 0, 0, 0, 0, 0, 0))
+    found: dict[str, tuple[str, int, int]] = {}
+    for message in answers:
+        _entry(message, family, ifindex, found)
+    return found
 
 
 def _entry(message: bytes, family: int, ifindex: int, found: dict) -> None:
@@ -65,16 +50,10 @@ def _entry(message: bytes, family: int, ifindex: int, found: dict) -> None:
     entry_family, _, _, index, state, flags, _ = NDMSG.unpack_from(message)
     if entry_family != family or index != ifindex:
         return
-    attributes, offset = {}, NDMSG.size
-    while offset + RTATTR.size <= len(message):
-        length, kind = RTATTR.unpack_from(message, offset)
-        if length < RTATTR.size:
-            break
-        attributes[kind] = message[offset + RTATTR.size : offset + length]
-        offset += (length + 3) & ~3
-    if NDA_DST in attributes and NDA_LLADDR in attributes:
-        address = socket.inet_ntop(family, attributes[NDA_DST])
-        mac = ":".join(f"{byte:02x}" for byte in attributes[NDA_LLADDR])
+    found_attributes = attributes(message, NDMSG.size)
+    if NDA_DST in found_attributes and NDA_LLADDR in found_attributes:
+        address = socket.inet_ntop(family, found_attributes[NDA_DST])
+        mac = ":".join(f"{byte:02x}" for byte in found_attributes[NDA_LLADDR])
         found[address] = (mac, state, flags)
 
 
@@ -118,7 +97,10 @@ def gateway_mac(interface: str, gateway: str, timeout: float = RESOLVE_SECONDS) 
             except OSError:
                 return ""
             next_poke = now + 0.5
-        entry = neighbours(family, ifindex).get(address)
+        try:
+            entry = neighbours(family, ifindex).get(address)
+        except OSError:
+            return ""
         if (
             entry
             and entry[0] != "00:00:00:00:00:00"
