@@ -193,8 +193,7 @@ class Bindings:
         before = old.zone if old else state.catchall_zone
         ended, error = after_switch(self.compiled, interface, before, usable)
         if error:
-            self.degraded = True
-            self.warn(f"{interface}: {error}")
+            self.degrade(f"{interface}: {error}")
         return ended
 
     def remove_interface(

@@ -29,14 +29,13 @@ class CatchAll:
             raise UsageError(catchall["error"])
         degraded = catchall["degraded"]
         if degraded:
-            self.degraded = True
             if state.catchall_digest:
-                self.warn(
+                self.degrade(
                     f"unclaimed interfaces: {degraded}; keeping the catch-all of zone "
                     f"{state.catchall_zone!r}"
                 )
                 return
-            self.warn(f"unclaimed interfaces: {degraded}")
+            self.degrade(f"unclaimed interfaces: {degraded}")
         digest = self.compiled.catchall_digest(state.sources)
         if state.catchall_digest == digest:
             return

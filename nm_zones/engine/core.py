@@ -147,8 +147,7 @@ class Engine(Bindings, Together, Recovery, CatchAll, Reload, Journal):
         made to hold what the state says, gone interfaces collected, interrupted
         transitions finished, the hooks and the catch-all in place."""
         if state.lost:
-            self.warn(f"{state.lost}; starting afresh (the kernel keeps its rules)")
-            self.degraded = True
+            self.degrade(f"{state.lost}; starting afresh (the kernel keeps its rules)")
         self.move_backend(state)
         self.reconcile(state)
         self.match_panic(state)

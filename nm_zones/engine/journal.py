@@ -27,6 +27,12 @@ class Journal:
         self.warnings.append(message)
         to_syslog(message, warning=True)
 
+    def degrade(self, message: str) -> None:
+        """Something of this run did not go as asked: said, and the run ends degraded
+        (exit 1) however the rest goes."""
+        self.degraded = True
+        self.warn(message)
+
     def report(self) -> RunReport:
         """What this run did and what went wrong, for a door to show (report.py)."""
         return RunReport(self.changes, self.warnings, self.degraded)
@@ -78,9 +84,8 @@ class Journal:
 
     def failed(self, interface: str, state: State, error: Exception) -> None:
         """An interface whose commit failed: said once, marked degraded, others go on."""
-        self.degraded = True
         message = f"{interface}: {describe(error)}"
-        self.warn(message)
+        self.degrade(message)
         binding = state.interfaces.get(interface)
         if binding is not None and binding.degraded != message:
             binding.degraded = message

@@ -98,8 +98,7 @@ class Recovery:
         self.commit(state, None, rebuild, self._keep_entries)
         if not changed:
             return
-        self.degraded = True
-        self.warn(
+        self.degrade(
             f"{' '.join(key)}: nm-zones' rules had been changed by another program; "
             f"rebuilt in {ms(started):.1f} ms"
         )
@@ -153,8 +152,7 @@ class Recovery:
         try:
             indexes = interface_indexes(state.interfaces)
         except OSError as error:  # not told which are gone: all keep their rules for now
-            self.degraded = True
-            self.warn(f"cannot tell which interfaces are gone: {describe(error)}")
+            self.degrade(f"cannot tell which interfaces are gone: {describe(error)}")
             if self.links is not None:
                 self.links.look_again()
             return
