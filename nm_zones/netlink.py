@@ -3,7 +3,8 @@ module's C core).
 
 Every request nm-zones makes over netlink goes through Channel: nftables' views
 (backends/nftables/nfnetlink.py), conntrack's flows (flowcount.py, conntrack.py), routes
-(routing.py), sockets (sockdiag.py) and neighbours (networks/neighbours.py). pyroute2 does
+(routing.py), sockets (sockdiag.py) and neighbours (networks/neighbours.py); only the
+listeners (linkwatch.py, doors/nflog.py) keep sockets of their own. pyroute2 does
 all of this, but its import costs a process 200-600 ms and a resident service 20 MiB for good
 (it loads some 270 modules), more than nm-zones' whole service without it. The few messages
 needed are packed by each of those modules; the names are those of linux/netlink.h.
@@ -125,16 +126,21 @@ _kept: dict[tuple[int, int, int], Channel] = {}
 
 
 def kept(protocol: int) -> Channel:
-    """This process's (and thread's) socket of `protocol`, opened on first use and never
-    closed. For NETLINK_NETFILTER that matters: the kernel's release of any such socket
-    first waits until the objects of nf_tables' last transaction are freed, an RCU grace
-    period after the commit (5-15 ms), and a switch asks conntrack right after committing
-    its rules. A socket left with a request cut short is replaced."""
+    """This process's (and thread's) socket of `protocol`, opened on first use and kept
+    until the process ends. For NETLINK_NETFILTER that matters: the kernel's release of any
+    such socket first waits until the objects of nf_tables' last transaction are freed, an
+    RCU grace period after the commit (5-15 ms), and a switch reads its table back and asks
+    conntrack right after committing its rules. A socket left with a request cut short (an
+    error on the way, a timeout) is closed and replaced: the rest of that answer, or a dump
+    the kernel is still sending (it refuses a second one meanwhile), never meets the next
+    request."""
     import os
     from _thread import get_ident
 
     key = (os.getpid(), get_ident(), protocol)
     found = _kept.get(key)
     if found is None or found.broken:
+        if found is not None:
+            found.sock.close()
         found = _kept[key] = Channel(protocol)
     return found

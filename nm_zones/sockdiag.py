@@ -101,8 +101,9 @@ class Listening(tuple):
 def listening_sockets() -> list[Listening]:
     """Every TCP listener and bound, unconnected UDP socket of this network namespace, IPv4
     and IPv6, with its owner's uid and its cgroup id (0 when the kernel does not say).
-    OSError when the kernel does not answer in full: a partial list would leave programs
-    unasked about."""
+    None of a protocol the kernel has no sock_diag module for (ENOENT, e.g. no udp_diag);
+    OSError when it does not answer in full: a partial list would leave programs unasked
+    about."""
     found = []
     empty = b"\0" * 16
     with Channel(NETLINK_SOCK_DIAG) as channel:
@@ -114,7 +115,13 @@ def listening_sockets() -> list[Listening]:
                 name = "tcp" if protocol == socket.IPPROTO_TCP else "udp"
                 body = REQUEST.pack(family, protocol, 0, 0, states, b"\0\0", b"\0\0", empty,
                                     empty, 0, NO_COOKIE, NO_COOKIE)
-                for message in channel.ask(SOCK_DIAG_BY_FAMILY, NLM_F_DUMP, body):
+                try:
+                    answers = channel.ask(SOCK_DIAG_BY_FAMILY, NLM_F_DUMP, body)
+                except OSError as error:
+                    if error.errno != errno.ENOENT:
+                        raise
+                    answers = []
+                for message in answers:
                     found += _listening(name, family, message)
     return found
 

@@ -335,7 +335,9 @@ channel.sock.send(netlink.NLMSGHDR.pack(20, (10 << 8) | nfnetlink.NFT_MSG_GETCHA
 again = read_view()
 assert generation() == first["generation"]
 # conntrack's requests (a tightening switch's) take the same socket
+asked = channel.seq
 assert flowcount.count_marked(0x5A5A, 0xFFFF) == 0
+assert channel.seq == asked + 1, (asked, channel.seq)
 assert nfnetlink.reader().channel is channel and len(netlink._kept) == 1
 sockets = 0
 for fd in os.listdir("/proc/self/fd"):

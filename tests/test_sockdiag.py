@@ -61,6 +61,7 @@ import os, socket, subprocess
 from nm_zones.sockdiag import listening_sockets
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 tcp4 = socket.create_server(("127.0.0.1", 0))
+second = socket.create_server(("127.0.0.1", 0))  # a dump of more than one answer
 tcp6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 udp.bind(("127.0.0.1", 0))
@@ -69,8 +70,9 @@ client.connect(udp.getsockname())
 dialer = socket.create_connection(tcp4.getsockname())  # an established TCP socket: left out
 for entry in sorted(listening_sockets()):
     protocol, address, port, uid, cgroup = entry
-    mine = {tcp4.getsockname()[1]: "tcp4", tcp6.getsockname()[1]: "tcp6",
-            udp.getsockname()[1]: "udp"}.get(port, "other")
+    mine = {("tcp", tcp4.getsockname()[1]): "tcp4", ("tcp", second.getsockname()[1]): "tcp4",
+            ("tcp", tcp6.getsockname()[1]): "tcp6",
+            ("udp", udp.getsockname()[1]): "udp"}.get((protocol, port), "other")
     print(protocol, address, mine, uid == os.getuid(), cgroup > 0)  # Linux 5.8+ names it
 """
 
@@ -85,6 +87,7 @@ def test_listening_sockets_are_the_listeners_and_unconnected_udp_of_both_familie
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
+        "tcp 127.0.0.1 tcp4 True True",
         "tcp 127.0.0.1 tcp4 True True",
         "tcp ::1 tcp6 True True",
         "udp 127.0.0.1 udp True True",

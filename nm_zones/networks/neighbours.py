@@ -99,8 +99,8 @@ def gateway_mac(interface: str, gateway: str, timeout: float = RESOLVE_SECONDS) 
             next_poke = now + 0.5
         try:
             entry = neighbours(family, ifindex).get(address)
-        except OSError:
-            return ""
+        except OSError:  # asked again at the next read, until the deadline
+            entry = None
         if (
             entry
             and entry[0] != "00:00:00:00:00:00"

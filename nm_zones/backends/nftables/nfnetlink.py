@@ -14,10 +14,10 @@ nf_tables' attributes only as strings; the names here are those of linux/netfilt
 nf_tables.h.
 
 The requests go over the process's one NETLINK_NETFILTER socket (netlink.kept), the one
-conntrack's requests use too, never closed: the kernel's release of such a socket waits until
-the objects of nf_tables' last transaction are freed, an RCU grace period after the commit
-(5-15 ms on a busy 2-core machine). Closed at exit, it waits at most once, and not at all
-when the process outlives the grace period.
+conntrack's requests use too, kept until the process ends: the kernel's release of such a
+socket waits until the objects of nf_tables' last transaction are freed, an RCU grace period
+after the commit (5-15 ms on a busy 2-core machine). Closed at exit, it waits at most once,
+and not at all when the process outlives the grace period.
 """
 
 from __future__ import annotations
@@ -146,16 +146,17 @@ class Reader:
         return {chain: digest.hexdigest()[:32] for chain, digest in found.items()}
 
     def elements_digest(self, table: str, maps) -> str:
-        """A fingerprint of the elements of `maps` (a missing map counts as such)."""
+        """A fingerprint of the elements of `maps` (a missing map counts as such; any other
+        failure is raised: a view made of it would be recorded as the table's)."""
         name = _name(NFTA_SET_ELEM_LIST_TABLE, table)
         digest = sha256()
         for map_name in maps:
             request = name + _name(NFTA_SET_ELEM_LIST_SET, map_name)
             try:
                 replies = self._request(NFT_MSG_GETSETELEM, NLM_F_DUMP, request)
-            except DumpInterrupted:
-                raise
             except OSError as error:
+                if isinstance(error, DumpInterrupted) or error.errno != ENOENT:
+                    raise
                 replies = [f"{map_name}: {error.errno}".encode()]
             for payload in replies:
                 digest.update(payload)
@@ -178,9 +179,9 @@ def _text(value: bytes) -> str:
 
 def reader() -> Reader:
     """Over this process's (and thread's) NETLINK_NETFILTER socket, opened on first use and
-    never closed (see the module's docstring): the quick path, the engine's checks, the
-    read-back after a commit and conntrack's requests share it; one left with a request cut
-    short is replaced."""
+    kept until the process ends (see the module's docstring): the quick path, the engine's
+    checks, the read-back after a commit and conntrack's requests share it; one left with a
+    request cut short is replaced."""
     return Reader(kept(NETLINK_NETFILTER))
 
 
@@ -189,7 +190,7 @@ def chain_names(table: str) -> list[str]:
     one dump of the chains alone, cheaper than any listing of their rules."""
     for _ in range(ATTEMPTS):
         try:
-            return list(reader().chains(table))  # the process's socket: never closed
+            return list(reader().chains(table))  # the process's kept socket
         except DumpInterrupted:
             pass
         except OSError as error:
