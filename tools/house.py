@@ -40,7 +40,7 @@ EVENT_PATH = (  # `.*`: the package and everything in it
     "backends.nftables.backend", "backends.nftables.libnft", "backends.nftables.nfnetlink",
     "backends.nftables.view", "config", "config.appname", "config.load", "config.model",
     "config.yamlsource", "digest", "doors", "doors.event", "engine", "engine.*", "errors",
-    "files", "flows", "ifname", "lazy", "locks", "log", "networks", "networks.identity",
+    "files", "flows", "ifname", "lazy", "locks", "log", "netlink", "networks", "networks.identity",
     "networks.zone", "paths", "protocols", "quick", "resolve", "ruleset",
     "ruleset.allowances", "ruleset.build", "ruleset.cache", "ruleset.layout", "ruleset.plan",
     "ruleset.rules", "ruleset.sources", "state", "text",
