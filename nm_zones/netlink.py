@@ -3,8 +3,9 @@ module's C core).
 
 Every request nm-zones makes over netlink goes through Channel: nftables' views
 (backends/nftables/nfnetlink.py), conntrack's flows (flowcount.py, conntrack.py), routes
-(routing.py), sockets (sockdiag.py) and neighbours (networks/neighbours.py); only the
-listeners (linkwatch.py, doors/nflog.py) keep sockets of their own. pyroute2 does
+(routing.py), sockets (sockdiag.py), neighbours (networks/neighbours.py) and the setup of
+the refused packets' log group (doors/nflog.py, which then listens on that channel's
+socket); only linkwatch.py, which asks nothing, keeps a socket of its own. pyroute2 does
 all of this, but its import costs a process 200-600 ms and a resident service 20 MiB for good
 (it loads some 270 modules), more than nm-zones' whole service without it. The few messages
 needed are packed by each of those modules; the names are those of linux/netlink.h.

@@ -80,10 +80,11 @@ def test_time_left_in_its_two_largest_units():
 def _nflog_message(prefix: bytes, payload: bytes, kind: int = 0x400) -> bytes:
     """A packet message as nfnetlink_log sends it: header, nfgenmsg, prefix and payload."""
     from nm_zones.doors import nflog
+    from nm_zones.netlink import attribute
 
     body = nflog.NFGENMSG.pack(2, 0, 0)
-    body += nflog._attribute(nflog.NFULA_PREFIX, prefix + b"\0")
-    body += nflog._attribute(nflog.NFULA_PAYLOAD, payload)
+    body += attribute(nflog.NFULA_PREFIX, prefix + b"\0")
+    body += attribute(nflog.NFULA_PAYLOAD, payload)
     return nflog.NLMSGHDR.pack(nflog.NLMSGHDR.size + len(body), kind, 0, 0, 0) + body
 
 

@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import socket
 import struct
 import sys
 import threading
 import time
 
+from ..netlink import NLATTR, NLM_F_ACK, NLMSGHDR, Channel, attribute
 from ..ruleset.layout import NFLOG_GROUP, log_prefix
 from ..text import printable
 
-# linux/netlink.h
 NETLINK_NETFILTER = 12
-NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
-NLMSG_ERROR = 2
 # linux/netfilter/nfnetlink.h, nfnetlink_log.h
 NFNL_SUBSYS_ULOG = 4
 NFULNL_MSG_PACKET, NFULNL_MSG_CONFIG = 0, 1
@@ -43,11 +40,8 @@ COPY_RANGE = 128  # bytes of each packet: an IPv6 header with a few extension he
 RING_SIZE = 200  # packets kept; the oldest leave first
 RECEIVE_BUFFER = 1 << 18
 
-NLMSGHDR = struct.Struct("=IHHII")  # length, type, flags, seq, pid
 NFGENMSG = struct.Struct("=BBH")  # family, version, res_id (the group, big endian, packed below)
-NLATTR = struct.Struct("=HH")  # length, type
 CONFIG_MODE = struct.Struct(">IBx")  # copy range (big endian), copy mode, padding
-ERROR_CODE = struct.Struct("=i")
 PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp", 33: "dccp", 58: "ipv6-icmp", 132: "sctp"}
 PORT_PROTOCOLS = {6, 17, 33, 132}
 ICMP_PROTOCOLS = {1, 58}
@@ -55,44 +49,24 @@ IPV6_EXTENSIONS = {0, 43, 60}  # hop-by-hop, routing, destination options: (leng
 IPV6_FRAGMENT = 44
 
 
-class NflogError(OSError):
-    """The group cannot be bound (no CAP_NET_ADMIN, no nfnetlink_log, another reader)."""
-
-
-def _attribute(kind: int, value: bytes) -> bytes:
-    size = NLATTR.size + len(value)
-    return NLATTR.pack(size, kind) + value + b"\0" * (-size % 4)
-
-
-def _config(group: int, attribute: bytes, seq: int) -> bytes:
-    header = NFGENMSG.pack(socket.AF_UNSPEC, 0, socket.htons(group))
-    body = header + attribute
-    kind = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG
-    return NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, NLM_F_REQUEST | NLM_F_ACK, seq, 0) + body
-
-
-def _acknowledged(sock: socket.socket) -> None:
-    """The kernel's answer to one config message: an error with code 0, or NflogError."""
-    data = sock.recv(65536)
-    if len(data) < NLMSGHDR.size + ERROR_CODE.size:
-        raise NflogError("nfnetlink_log gave a short answer")
-    _length, kind, _flags, _seq, _pid = NLMSGHDR.unpack_from(data)
-    (code,) = ERROR_CODE.unpack_from(data, NLMSGHDR.size)
-    if kind == NLMSG_ERROR and code < 0:
-        raise NflogError(-code, os.strerror(-code))
-
-
-def open_group(group: int = NFLOG_GROUP) -> socket.socket:
-    """A netlink socket bound to `group`, copying COPY_RANGE bytes of each packet."""
-    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+def open_group(group: int = NFLOG_GROUP):
+    """A netlink socket bound to `group`, copying COPY_RANGE bytes of each packet (blocking,
+    for a reader of its own). OSError when the group cannot be bound (no CAP_NET_ADMIN, no
+    nfnetlink_log, another reader). The two config messages go through netlink.Channel,
+    which takes the kernel's acknowledgement by its sequence number: a packet the group
+    sends meanwhile is not taken for it."""
+    channel = Channel(NETLINK_NETFILTER)
+    sock = channel.sock
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.bind((0, 0))
-        bind = _attribute(NFULA_CFG_CMD, bytes([NFULNL_CFG_CMD_BIND]))
-        mode = _attribute(NFULA_CFG_MODE, CONFIG_MODE.pack(COPY_RANGE, NFULNL_COPY_PACKET))
-        for seq, attribute in enumerate((bind, mode), start=1):
-            sock.send(_config(group, attribute, seq))
-            _acknowledged(sock)
+        header = NFGENMSG.pack(socket.AF_UNSPEC, 0, socket.htons(group))
+        kind = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG
+        bind = attribute(NFULA_CFG_CMD, bytes([NFULNL_CFG_CMD_BIND]))
+        mode = attribute(NFULA_CFG_MODE, CONFIG_MODE.pack(COPY_RANGE, NFULNL_COPY_PACKET))
+        for command in (bind, mode):
+            channel.ask(kind, NLM_F_ACK, header + command)
+        sock.settimeout(None)
     except OSError:
         sock.close()
         raise
