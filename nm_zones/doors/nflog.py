@@ -15,6 +15,7 @@ per refused packet (the tests read the group of their own network namespace this
 
 from __future__ import annotations
 
+import _socket
 import collections
 import json
 import socket
@@ -27,7 +28,7 @@ from ..netlink import NLATTR, NLM_F_ACK, NLMSGHDR, Channel, attribute
 from ..ruleset.layout import NFLOG_GROUP, log_prefix
 from ..text import printable
 
-NETLINK_NETFILTER = 12
+NETLINK_NETFILTER = 12  # linux/netlink.h
 # linux/netfilter/nfnetlink.h, nfnetlink_log.h
 NFNL_SUBSYS_ULOG = 4
 NFULNL_MSG_PACKET, NFULNL_MSG_CONFIG = 0, 1
@@ -49,12 +50,12 @@ IPV6_EXTENSIONS = {0, 43, 60}  # hop-by-hop, routing, destination options: (leng
 IPV6_FRAGMENT = 44
 
 
-def open_group(group: int = NFLOG_GROUP):
+def open_group(group: int = NFLOG_GROUP) -> _socket.socket:
     """A netlink socket bound to `group`, copying COPY_RANGE bytes of each packet (blocking,
     for a reader of its own). OSError when the group cannot be bound (no CAP_NET_ADMIN, no
     nfnetlink_log, another reader). The two config messages go through netlink.Channel,
     which takes the kernel's acknowledgement by its sequence number: a packet the group
-    sends meanwhile is not taken for it."""
+    sends meanwhile is not taken for it (it is dropped, as before)."""
     channel = Channel(NETLINK_NETFILTER)
     sock = channel.sock
     try:
@@ -200,7 +201,7 @@ class DeniedPackets:
             return
         threading.Thread(target=self.read, args=(sock,), daemon=True).start()
 
-    def read(self, sock: socket.socket) -> None:
+    def read(self, sock: _socket.socket) -> None:
         while True:
             try:
                 data = sock.recv(65536)
