@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import struct
 
-from .flowcount import BE32, NETLINK_NETFILTER, NFGENMSG, ctnetlink, marked
-from .netlink import NLM_F_ACK, Channel, attribute, attributes, kept, nested
+from .flowcount import BE32, ctnetlink, marked
+from .netlink import (
+    NETLINK_NETFILTER,
+    NFGENMSG,
+    NLM_F_ACK,
+    Channel,
+    attribute,
+    attributes,
+    kept,
+    nested,
+)
 
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_DELETE = 0, 2
 AF_INET, AF_INET6 = 2, 10

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import struct
 
-from .netlink import NLM_F_DUMP, Channel, attribute, kept
+from .netlink import NETLINK_NETFILTER, NFGENMSG, NLM_F_DUMP, Channel, attribute, kept
 
-NETLINK_NETFILTER = 12
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_GET = 1
 CTA_MARK, CTA_MARK_MASK = 8, 21
 AF_UNSPEC = 0  # both families in one dump
-NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id
 BE32 = struct.Struct(">I")  # ctnetlink reads marks with nla_get_be32
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from _socket import AF_NETLINK, SOCK_CLOEXEC, SOCK_NONBLOCK, SOCK_RAW, socket
 from errno import ENOBUFS
 
-NETLINK_ROUTE = 0
+from .netlink import NETLINK_ROUTE
+
 RTMGRP_LINK = 1  # new, changed and deleted links
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 
+NETLINK_ROUTE, NETLINK_SOCK_DIAG, NETLINK_NETFILTER = 0, 4, 12  # the protocols nm-zones asks
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR = 0x1, 0x4, 0x300, 0x10
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 NLA_F_NESTED = 0x8000
@@ -26,6 +27,8 @@ ATTEMPTS = 3  # a dump the table changed under (NLM_F_DUMP_INTR) is read again
 NLMSGHDR = struct.Struct("=IHHII")  # struct nlmsghdr: length, type, flags, seq, pid
 NLATTR = struct.Struct("=HH")  # struct nlattr: length, type
 ERROR_CODE = struct.Struct("=i")  # struct nlmsgerr starts with the (negative) errno
+# linux/netfilter/nfnetlink.h: what every NETLINK_NETFILTER message starts with
+NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id (big endian)
 
 
 def align(length: int) -> int:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import struct
 
-from .netlink import NLM_F_DUMP, Channel, attribute, attributes
+from .netlink import NETLINK_ROUTE, NLM_F_DUMP, Channel, attribute, attributes
 
-NETLINK_ROUTE = 0
 RTM_GETADDR, RTM_GETROUTE = 22, 26
 IFA_ADDRESS, IFA_LOCAL, IFA_BROADCAST = 1, 2, 4
 RTA_DST, RTA_SRC, RTA_OIF = 1, 2, 4

@@ -17,9 +17,8 @@ import ipaddress
 import socket
 import struct
 
-from .netlink import NLM_F_ACK, NLM_F_DUMP, Channel, attributes
+from .netlink import NETLINK_SOCK_DIAG, NLM_F_ACK, NLM_F_DUMP, Channel, attributes
 
-NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY, SOCK_DESTROY = 20, 21
 TCP_LISTEN = 10
 NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: match by addresses alone

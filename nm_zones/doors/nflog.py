@@ -24,11 +24,10 @@ import sys
 import threading
 import time
 
-from ..netlink import NLATTR, NLM_F_ACK, NLMSGHDR, Channel, attribute
+from ..netlink import NETLINK_NETFILTER, NFGENMSG, NLATTR, NLM_F_ACK, NLMSGHDR, Channel, attribute
 from ..ruleset.layout import NFLOG_GROUP, log_prefix
 from ..text import printable
 
-NETLINK_NETFILTER = 12  # linux/netlink.h
 # linux/netfilter/nfnetlink.h, nfnetlink_log.h
 NFNL_SUBSYS_ULOG = 4
 NFULNL_MSG_PACKET, NFULNL_MSG_CONFIG = 0, 1
@@ -41,7 +40,6 @@ COPY_RANGE = 128  # bytes of each packet: an IPv6 header with a few extension he
 RING_SIZE = 200  # packets kept; the oldest leave first
 RECEIVE_BUFFER = 1 << 18
 
-NFGENMSG = struct.Struct("=BBH")  # family, version, res_id (the group, big endian, packed below)
 CONFIG_MODE = struct.Struct(">IBx")  # copy range (big endian), copy mode, padding
 PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp", 33: "dccp", 58: "ipv6-icmp", 132: "sctp"}
 PORT_PROTOCOLS = {6, 17, 33, 132}
@@ -61,7 +59,7 @@ def open_group(group: int = NFLOG_GROUP) -> _socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.bind((0, 0))
-        header = NFGENMSG.pack(socket.AF_UNSPEC, 0, socket.htons(group))
+        header = NFGENMSG.pack(socket.AF_UNSPEC, 0, group)  # res_id: the group
         kind = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG
         bind = attribute(NFULA_CFG_CMD, bytes([NFULNL_CFG_CMD_BIND]))
         mode = attribute(NFULA_CFG_MODE, CONFIG_MODE.pack(COPY_RANGE, NFULNL_COPY_PACKET))

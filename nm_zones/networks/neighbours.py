@@ -19,9 +19,8 @@ import _socket as socket  # the C module: `socket` costs every event 5-6 ms of i
 import struct
 import time
 
-from ..netlink import NLM_F_DUMP, Channel, attributes
+from ..netlink import NETLINK_ROUTE, NLM_F_DUMP, Channel, attributes
 
-NETLINK_ROUTE = 0
 RTM_NEWNEIGH, RTM_GETNEIGH = 28, 30
 NDA_DST, NDA_LLADDR = 1, 2
 NUD_INCOMPLETE, NUD_FAILED = 0x01, 0x20

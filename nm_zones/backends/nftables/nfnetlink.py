@@ -25,9 +25,17 @@ from __future__ import annotations
 import struct
 
 from ...digest import sha256
-from ...netlink import NLM_F_DUMP, Channel, DumpInterrupted, attribute, attribute_list, kept
+from ...netlink import (
+    NETLINK_NETFILTER,
+    NFGENMSG,
+    NLM_F_DUMP,
+    Channel,
+    DumpInterrupted,
+    attribute,
+    attribute_list,
+    kept,
+)
 
-NETLINK_NETFILTER = 12
 # linux/netfilter/nfnetlink.h and linux/netfilter.h
 NFNL_SUBSYS_NFTABLES = 10
 NFPROTO_INET = 1
@@ -53,7 +61,6 @@ BASE_CHAIN_ATTRIBUTES = (NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY, NFTA_CHAIN_TYPE, NF
 ENOENT = 2
 ATTEMPTS = 5  # reads of the whole view while the ruleset changes under them
 
-NFGENMSG = struct.Struct(">BBH")  # struct nfgenmsg: family, version, res_id (big endian)
 GENERATION = struct.Struct(">I")  # NFTA_GEN_ID: a big-endian u32
 
 
