@@ -20,7 +20,13 @@ from nm_zones.errors import KernelError
 from nm_zones.paths import Paths
 from nm_zones.ruleset.allowances import boottime
 from nm_zones.state import StateDir
-from tests.harness.fake_backend import NFT_KEY, FakeBackend, FakeLinks, patch_open_backend
+from tests.harness.fake_backend import (
+    NFT_KEY,
+    FakeBackend,
+    FakeLinks,
+    owner_chain,
+    patch_open_backend,
+)
 
 pytestmark = pytest.mark.pure
 
@@ -293,6 +299,26 @@ def test_a_table_flushed_behind_its_back_is_rebuilt_and_said(world, which):
     assert engine.degraded
     assert any("changed by another program" in w for w in engine.warnings)
     assert recorded_matches_kernel(world, fake)
+
+
+@pytest.mark.parametrize("which", ["iptables", "nftables"])
+def test_a_chain_changed_between_the_check_and_the_commit_is_rebuilt_in_that_run(world, which):
+    """The run's commit for eth8 goes through on top of another program's change to eth9's
+    chain made after the run checked the kernel: the run rebuilds that table at once, says
+    so, and records the rebuilt view (a run killed before the rebuild finds it unknown)."""
+    fake = world.use(which)
+    key = NFT_KEY if which == "nftables" else V4
+    world.assign("eth9", "home")
+    fake.change_before_next_commit(key, owner_chain("eth9"))
+    held = fake.content_of("eth9")
+    engine = world.assign("eth8", "work")
+    assert fake.commits[-1] == ("rebuild", key)  # at once, in the same run
+    assert fake.content_of("eth9") == held and fake.holds_interface("eth8")
+    assert engine.degraded
+    assert any("changed by another program" in w for w in engine.warnings)
+    assert recorded_matches_kernel(world, fake)
+    commits = len(fake.commits)
+    assert not world.run().degraded and len(fake.commits) == commits  # nothing left to do
 
 
 def test_a_chain_added_by_another_program_is_rebuilt_away(world):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 
 import pytest
@@ -112,6 +113,53 @@ def test_rules_removed_behind_its_back_are_put_back(lab, tmp_path, attack):
         for family in ("ipv4", "ipv6"):
             wanted = planned(link.name, "home", family, lab.backend)
             assert chain(lab, link.name, family) == wanted, door
+
+
+def stopped_before_commit(lab, *args: str) -> subprocess.Popen:
+    """`nm-zones ARGS` in the zoned host, stopped (SIGSTOP) right before its first commit:
+    after it checked the kernel, before it changed anything; SIGCONT lets it go on."""
+    run = subprocess.Popen(
+        ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", *args],
+        env=lab.env(NM_ZONES_FAULTS="stop-before-commit=1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, status = os.waitpid(run.pid, os.WUNTRACED)  # returns once it is stopped (or ended)
+    assert os.WIFSTOPPED(status), f"{args} ended before any commit: {status}"
+    return run
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_rules_changed_between_a_runs_check_and_its_commit_are_put_back(lab, tmp_path, attack):
+    """Another program changes vz1's rules while a run for vz2 is between its check of the
+    kernel and its commit: the commit starts from the changed table (iptables) or leaves
+    vz1's chains alone (nftables), so the view recorded after it must not vouch for them.
+    The run itself rebuilds them and says so; vz1 is filtered again when it ends."""
+    link, other = lab.add_link(), lab.add_link()
+    lab.listen()
+    env = keyfile_env(tmp_path)
+    assert hook(lab, link.name, "up", **env).returncode == 0
+    lab.nm_zones("apply", other.name, "home")
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
+    run = stopped_before_commit(lab, "apply", other.name, "public")
+    try:
+        lab.shell((NFT_ATTACKS if lab.backend == "nftables" else ATTACKS)[attack])
+    finally:
+        os.kill(run.pid, signal.SIGCONT)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode in (0, 1) and "Traceback" not in stderr, (stdout, stderr)
+    if run.returncode == 1:  # the run found the change after its commit, and rebuilt
+        assert "changed by another program" in stderr, stderr
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
+    for family in ("ipv4", "ipv6"):
+        assert chain(lab, link.name, family) == planned(link.name, "home", family, lab.backend)
+        assert chain(lab, other.name, family) == planned(other.name, "public", family, lab.backend)
+    assert status(lab).returncode == 0, status(lab).stdout
+    result = hook(lab, link.name, "up", **env)  # the quick path trusts what was recorded
+    assert result.returncode == 0 and result.stderr == "", result
+    assert probe_8080(lab, link) == ["rejected", "rejected"]
 
 
 def test_other_programs_changes_do_not_trigger_a_rebuild(lab, tmp_path):

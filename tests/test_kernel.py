@@ -518,3 +518,37 @@ def test_a_table_read_again_is_walked_again_exactly_when_its_rules_changed(lab):
     assert port[1] != same[1]
     assert foreign == port  # another program's rules are not part of the view
     assert verdict[0][incoming] != foreign[0][incoming]
+
+
+# -- a commit's view against the view checked before it (pure: views as dicts) -------------
+
+CHECKED = {
+    "nmz-if-vz1-in": "a",
+    "nmz-if-vz2-in": "b",
+    "nmz-input": "dispatch",
+    "nmz-default-in": "c",
+    "nmz-s-home-in": "d",
+    "INPUT": ("nmz-input",),
+}
+VZ2 = frozenset({"nmz-if-vz2-in"})
+
+
+@pytest.mark.parametrize(
+    "after, touched, changed",
+    [
+        ({**CHECKED, "nmz-if-vz2-in": "new", "nmz-input": "new"}, VZ2, False),  # its own
+        ({**CHECKED, "nmz-if-vz1-in": "flushed"}, VZ2, True),  # another interface's chain
+        ({k: v for k, v in CHECKED.items() if k != "nmz-if-vz1-in"}, VZ2, True),  # gone
+        ({**CHECKED, "nmz-if-vz3-in": "x"}, VZ2, True),  # a chain nobody committed
+        ({**CHECKED, "nmz-default-in": "x"}, VZ2, True),  # the catch-all's
+        ({**CHECKED, "nmz-s-home-in": "x"}, VZ2, True),  # a source zone's
+        ({**CHECKED, "nmz-s-home-in": "x"}, frozenset({"nmz-default-in"}), False),
+        ({**CHECKED, "INPUT": ()}, VZ2, True),  # the hook's jump gone
+        ({**CHECKED, "INPUT": ("nmz-input", "nmz-raw")}, VZ2, False),  # a hook added
+        ({**CHECKED, "INPUT bypass": (1,)}, VZ2, True),  # an ACCEPT put ahead of it
+    ],
+)
+def test_a_commit_tells_its_own_changes_from_another_programs(after, touched, changed):
+    from nm_zones.backends.iptables.kernel import changed_meanwhile
+
+    assert changed_meanwhile(CHECKED, after, touched) is changed

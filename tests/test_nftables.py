@@ -360,6 +360,41 @@ def test_views_share_one_netlink_socket_and_skip_stale_replies(lab):
     assert result.stdout.split() == ["True", "1"], result.stdout + result.stderr
 
 
+PARTIAL_READS = """
+import sys
+from nm_zones.backends.nftables import nfnetlink
+from nm_zones.backends.nftables.libnft import Nft
+from nm_zones.backends.nftables.view import KEY, read_view
+
+own, other = sys.argv[1:]
+whole = []
+reads_whole = nfnetlink.Reader.chains
+nfnetlink.Reader.chains = lambda self, table: whole.append(1) or reads_whole(self, table)
+base = read_view()
+Nft().run(f"flush chain inet nm-zones {own}\\n")  # as a commit of this process's would
+before = len(whole)
+proven = read_view(KEY, [own], base)
+print(len(whole) - before, proven == read_view())
+Nft().run(f"flush chain inet nm-zones {other}\\n")  # another program's, meanwhile
+Nft().run(f"add rule inet nm-zones {own} accept\\n")
+before = len(whole)
+again = read_view(KEY, [own], proven)
+print(len(whole) - before, again == read_view(), again["chains"][other] != base["chains"][other])
+"""
+
+
+def test_only_the_chains_a_commit_touched_are_read_back_when_nothing_else_committed(lab):
+    """After a transaction, the view is the one before with only the touched chains read
+    again, when the generation id shows no other transaction since; otherwise the whole
+    table is read, and another program's change to an untouched chain is in it."""
+    link, other = lab.add_link(), lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("apply", other.name, "home")
+    own, others = (f"nmz-if-{name}-in" for name in (link.name, other.name))
+    result = lab.run(lab.zoned, [PYTHON, "-S", "-c", PARTIAL_READS, own, others])
+    assert result.stdout.split() == ["0", "True", "1", "True", "True"], result
+
+
 COMMIT_AND_END = """
 import os, sys
 from nm_zones.backends.nftables.libnft import Nft

@@ -29,8 +29,9 @@ class Backend(Protocol):
     """One way of holding nm-zones' rules in the kernel."""
 
     name: str  # "iptables" or "nftables": the settings' word, and what `status` says
-    # view key -> the view right after this process committed it (saved by the engine)
-    views: dict[ViewKey, dict]
+    # view key -> the view right after this process committed it (saved by the engine);
+    # None: unknown (see changed_meanwhile)
+    views: dict[ViewKey, dict | None]
 
     def view_keys(self, tables=None) -> set[ViewKey]:
         """The view keys a change of these plan tables ((family, table) pairs) commits;
@@ -41,6 +42,11 @@ class Backend(Protocol):
 
     def differs(self, key: ViewKey, recorded) -> bool:
         """Whether the kernel no longer holds what `recorded` (a view; None: unknown) saw."""
+
+    def changed_meanwhile(self) -> set[ViewKey]:
+        """The view keys where another program changed nm-zones' rules that a commit of
+        this process left alone, between the run's check of the kernel and that commit
+        (recorded as unknown: the engine rebuilds them at once); asked once, then empty."""
 
     def trust(self, views: dict) -> None:
         """The views the engine has just checked the kernel still holds (or rebuilt): a

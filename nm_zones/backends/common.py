@@ -40,18 +40,29 @@ def check_netns_allowed() -> None:
 class Faults:
     """Faults the tests inject through NM_ZONES_FAULTS, to show that every run ends
     protected whatever stops it: `kill-after-commit=N` (SIGKILL right after the Nth commit
-    of this process), `refuse-chain=CHAIN` (a commit of the interface owning CHAIN fails as
-    if the kernel refused it)."""
+    of this process), `stop-before-commit=N` (SIGSTOP right before the Nth commit starts,
+    after the run's check of the kernel: a test changes the kernel, then sends SIGCONT),
+    `refuse-chain=CHAIN` (a commit of the interface owning CHAIN fails as if the kernel
+    refused it)."""
 
     def __init__(self, spec: str):
         settings = dict(item.partition("=")[::2] for item in spec.split(",") if item)
         self.kill_after = int(settings.get("kill-after-commit") or 0)
+        self.stop_before = int(settings.get("stop-before-commit") or 0)
         self.refused_chain = settings.get("refuse-chain", "")
         self.commits = 0
+        self.started = 0
 
     def check(self, owned: frozenset[str]) -> None:
         if self.refused_chain in owned:
             raise CommitRefused(f"{self.refused_chain}: refused ({FAULTS_ENV})")
+
+    def before_commit(self) -> None:
+        self.started += 1
+        if self.stop_before and self.started == self.stop_before:
+            import signal  # tests only, as below
+
+            os.kill(os.getpid(), signal.SIGSTOP)
 
     def after_commit(self) -> None:
         self.commits += 1

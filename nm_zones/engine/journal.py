@@ -10,9 +10,10 @@ changed it.
 
 from __future__ import annotations
 
-from ..errors import describe
+from ..errors import KernelError, describe
 from ..log import Change, record, to_syslog
 from ..state import State
+from .basics import ordered
 from .report import RunReport
 
 TYPE_CHECKING = False
@@ -61,13 +62,20 @@ class Journal:
         as a binding `applying`), then `change()` (the backend's commit), then `then()`
         (the state updated to what the kernel now holds), then the state saved with the
         views the backend read back. `committing` None: the journal entry is already on
-        disk or not needed, as the caller says."""
+        disk or not needed, as the caller says. A table another program changed between
+        this run's check of the kernel and the commit is rebuilt at once (its view was
+        saved as unknown, so a run killed before that rebuilds it too)."""
         if committing is not None:
             self.save(state, committing=committing)
         change()
         if then is not None:
             then()
         self.save(state)
+        for key in ordered(self._backend.changed_meanwhile() if self._backend else ()):
+            try:
+                self._rebuild(state, key, changed=True)
+            except KernelError as error:  # as reconcile's: said, and the next run tries
+                self.failed(" ".join(key), state, error)
 
     def _keep_entries(self) -> None:
         """Keep what the backend built in this run for the next ones (iptables' entries)."""

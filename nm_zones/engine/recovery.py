@@ -45,6 +45,8 @@ class Recovery:
         if tables:
             wanted |= self.backend.view_keys(tables)
         if not wanted:
+            if self._backend is not None:  # not opened for nothing
+                self._backend.trust({})
             return
         for key in ordered(wanted):
             if self.backend.differs(key, state.kernel.get(key)):

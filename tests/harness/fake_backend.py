@@ -66,6 +66,8 @@ class FakeBackend:
         self._refusals: dict[str, Exception] = {}
         self._commits_left: int | None = None
         self.refused_interfaces: set[str] = set()
+        self._meanwhile: dict[tuple[str, str], str] = {}  # key -> chain changed meanwhile
+        self.changed: set[tuple[str, str]] = set()
 
     # -- injected faults ------------------------------------------------------------------
 
@@ -87,6 +89,13 @@ class FakeBackend:
         """Another program empties nm-zones' chains (every key when None): `iptables -F`."""
         for each in [key] if key else list(self.kernel):
             self.kernel[each] = self._empty(each)
+
+    def change_before_next_commit(self, key, chain: str) -> None:
+        """Another program changes `chain` under `key` after the run's check, before its
+        next commit there (not a rebuild): the commit goes through on top of it, and the
+        backend reports the key, as both real ones do when a chain their commit left alone
+        is no longer as checked (the view is then unknown)."""
+        self._meanwhile[key] = chain
 
     def tamper(self, key, chain: str = "nmz-intruder") -> None:
         """Another program adds a chain of its own making under `key`."""
@@ -126,6 +135,10 @@ class FakeBackend:
 
     def trust(self, views: dict) -> None:
         self.trusted = dict(views)
+
+    def changed_meanwhile(self) -> set[tuple[str, str]]:
+        keys, self.changed = self.changed, set()
+        return keys
 
     def apply(self, plan, previous_tables=None) -> None:
         self.apply_many([(plan, previous_tables)])
@@ -241,6 +254,11 @@ class FakeBackend:
             self.kernel[key] = view
             self.views[key] = copy.deepcopy(view)
         self.commits.append((operation, key))
+        chain = self._meanwhile.pop(key, None) if operation != "rebuild" else None
+        if chain is not None:
+            self._chains(self.kernel.setdefault(key, self._empty(key)))[chain] = "another's"
+            self.views[key] = None
+            self.changed.add(key)
 
     def _commit_if_changed(self, operation: str, key, view: dict) -> None:
         """As the iptables backend: a table the edit leaves as it is is not committed, but

@@ -40,8 +40,13 @@ class IptablesBackend:
     def differs(self, key, recorded) -> bool:
         return recorded is None or self.read_view(key) != recorded
 
+    def changed_meanwhile(self) -> set[tuple[str, str]]:
+        keys, self.netfilter.changed = self.netfilter.changed, set()
+        return keys
+
     def trust(self, views: dict) -> None:
-        """Nothing to do: a commit reads its whole table anyway (one getsockopt)."""
+        """What a commit's view is compared with (kernel.py, changed_meanwhile)."""
+        self.netfilter.trusted = {key: view for key, view in views.items() if view}
 
     def apply(self, plan, previous_tables=None) -> None:
         self.netfilter.apply(without_applications(plan), previous_tables)

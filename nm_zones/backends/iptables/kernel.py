@@ -45,7 +45,7 @@ from ..common import (
     enable_forwarding,
     faults_from_environment,
 )
-from .held import HeldTables
+from .held import BYPASS, HOOK_NAMES, HeldTables
 from .iptc_env import import_iptc
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
@@ -87,7 +87,10 @@ class Netfilter:
         self.entries = Entries(self.iptc, state_dir)
         self._opened: set[tuple[str, str]] = set()
         # (family, table) -> the view of nm-zones' rules right after this process committed it
-        self.views: dict[tuple[str, str], dict] = {}
+        self.views: dict[tuple[str, str], dict | None] = {}
+        # (family, table) -> the view the run checked or this process last committed
+        self.trusted: dict[tuple[str, str], dict] = {}
+        self.changed: set[tuple[str, str]] = set()  # Backend.changed_meanwhile
         self.held = HeldTables()  # every read of a view, its walk skipped when unchanged
         self.faults = faults_from_environment()
 
@@ -248,19 +251,28 @@ class Netfilter:
             edited = [self._edit(table, family, name, owned, plan) for owned, plan in parts]
             return any(done is not False for done in edited)
 
+        touched = frozenset().union(*(owned for owned, _ in parts))
         try:
-            self._locked_commit(family, name, edit)
+            self._locked_commit(family, name, edit, touched)
         except CommitRefused:
             if not self.entries.from_file:
                 raise
             self.entries.forget()
             self.entries.ensure(family, specs)
-            self._locked_commit(family, name, edit)
+            self._locked_commit(family, name, edit, touched)
 
-    def _locked_commit(self, family: str, name: str, edit) -> None:
+    def _locked_commit(
+        self, family: str, name: str, edit, touched: frozenset[str] | None = None
+    ) -> None:
         """Read a table, `edit(table)` it and commit (unless edit says there is nothing to
         do), under the lock; when another writer committed in between (EAGAIN), read again
-        and redo, with a bounded backoff. The next use of the table reads it afresh."""
+        and redo, with a bounded backoff. The next use of the table reads it afresh.
+
+        The commit writes back the whole table as libiptc read it, so another program's
+        change made after the run checked the table goes in with it: when the chains of
+        nm-zones this commit did not `touch` are no longer as checked, the view is not
+        recorded (changed_meanwhile) and the engine rebuilds the table."""
+        self.faults.before_commit()
         for attempt in range(COMMIT_ATTEMPTS):
             with xtables_lock():
                 table = None
@@ -270,7 +282,7 @@ class Netfilter:
                         table.commit()
                         self.faults.after_commit()
                     _release(table)
-                    self.views[(family, name)] = self.held.read_view(family, name)
+                    self._record(family, name, touched)
                     return
                 except self.iptc.XTablesError as error:
                     _release(table)
@@ -282,6 +294,21 @@ class Netfilter:
                     if attempt == COMMIT_ATTEMPTS - 1:
                         raise KernelError(f"{family} {name}: kept changing under us") from None
             time.sleep(0.002 * 2**attempt)
+
+    def _record(self, family: str, name: str, touched: frozenset[str] | None) -> None:
+        """The view after a commit, for the state; None when it shows another program's
+        change to what the commit left alone (see _locked_commit)."""
+        key = (family, name)
+        view: dict | None = self.held.read_view(family, name)
+        base = self.trusted.get(key)
+        if touched is not None and base and changed_meanwhile(base, view, touched):
+            self.changed.add(key)
+            view = None
+        self.views[key] = view
+        if view is None:
+            self.trusted.pop(key, None)
+        else:
+            self.trusted[key] = view
 
     def apply(self, plan, previous_tables: set[tuple[str, str]] | None = None) -> None:
         """Put a plan.KernelPlan in place; tables the interface used before but no
@@ -490,3 +517,32 @@ def _release(table) -> None:
     memory with hundreds of interfaces bound. Autocommit is off: nothing is committed."""
     if table is not None:
         table.close()
+
+
+# the dispatch chains: every interface's commit changes its rules in them
+SHARED_CHAINS = frozenset(chain for chain, _ in DISPATCH.values())
+
+
+def changed_meanwhile(before: dict, after: dict, touched: frozenset[str]) -> bool:
+    """Whether a table's view after a commit shows a change the commit did not make: an
+    nm-zones chain it did not touch (the dispatch chains aside, which every commit
+    changes) differs, a jump of a built-in chain to nm-zones is gone, or another program's
+    rule ahead of nm-zones' jump can let a packet past it."""
+
+    def untouched(view: dict) -> dict:
+        return {
+            chain: digest
+            for chain, digest in view.items()
+            if chain.startswith("nmz-")
+            and chain not in touched
+            and chain not in SHARED_CHAINS
+            and not (catchall and is_source_chain(chain))
+        }
+
+    catchall = bool(touched & CATCHALL_OWNED)  # the source zones' chains are the catch-all's
+    if untouched(before) != untouched(after):
+        return True
+    for builtin in HOOK_NAMES:
+        if not set(before.get(builtin, ())) <= set(after.get(builtin, ())):
+            return True
+    return any(key.endswith(BYPASS) and before.get(key) != rules for key, rules in after.items())

@@ -487,7 +487,8 @@ class NftablesBackend:
         self.nft = Nft()
         self._lister: Nft | None = None
         self.trusted: dict = {}
-        self.views: dict[tuple[str, str], dict] = {}
+        self.views: dict[tuple[str, str], dict | None] = {}
+        self.changed: set[tuple[str, str]] = set()  # see changed_meanwhile
         self.faults = faults_from_environment()
 
     def listing(self):
@@ -509,6 +510,10 @@ class NftablesBackend:
 
     def differs(self, key: tuple[str, str], recorded) -> bool:
         return view_differs(recorded)
+
+    def changed_meanwhile(self) -> set[tuple[str, str]]:
+        keys, self.changed = self.changed, set()
+        return keys
 
     def apply(self, plan, previous_tables=None) -> None:
         if plan.interface is not None:
@@ -659,6 +664,7 @@ class NftablesBackend:
             self._commit(table_script() + lines)
 
     def _commit(self, lines: list[str], touched=None) -> None:
+        self.faults.before_commit()
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
@@ -666,12 +672,18 @@ class NftablesBackend:
         self.faults.after_commit()
         base = self.views.get(KEY) or self.trusted.get(KEY)
         if touched is None or not base:
-            self.views[KEY] = read_view(KEY)
+            view = read_view(KEY)
         else:
-            self.views[KEY] = read_view(KEY, sorted(touched), base)
+            view = read_view(KEY, sorted(touched), base)
+            if _untouched(view, touched) != _untouched(base, touched):
+                # another program changed chains this transaction left alone, after the
+                # run checked them: recorded as unknown, rebuilt by the engine right away
+                self.changed.add(KEY)
+                view = None
+        self.views[KEY] = view
         # the engine hands self.views to the state and empties it; the next transaction of
         # this process starts from this view, not from the one checked before the run
-        self.trusted[KEY] = self.views[KEY]
+        self.trusted[KEY] = view
 
     def _fill_sets(self, plans) -> None:
         """The application sets the plans' rules use, filled with the cgroups that match
@@ -699,3 +711,9 @@ class NftablesBackend:
                     if chain_of(verdict.split()[-1]) in owned:
                         found.append((dispatch_chain, interface))
         return found
+
+
+def _untouched(view: dict, touched) -> dict:
+    """The fingerprints of the chains a transaction did not touch."""
+    chains = view.get("chains", {})
+    return {chain: digest for chain, digest in chains.items() if chain not in touched}

@@ -211,8 +211,11 @@ def read(table: str, maps, chains=(), base: dict | None = None) -> dict:
     """The view of `table`: {} when there is no such table, else its generation id, a
     fingerprint per chain and one of the maps' elements, read in one consistent moment.
     With `base` (a view known to be right before this process's last transaction) only
-    `chains` are read again (the ones that transaction touched): the cost of a change then
-    does not grow with the rest of the table. chains=() reads the generation id alone."""
+    `chains` are read again (the ones that transaction touched), when the generation id
+    proves that transaction the only one since `base`: the cost of a change then does not
+    grow with the rest of the table. Otherwise the whole table is read, and the caller
+    compares the chains it did not touch with `base`. chains=() reads the generation id
+    alone."""
     for _ in range(ATTEMPTS):
         try:
             view = _read_once(reader(), table, maps, chains, base)
@@ -223,6 +226,14 @@ def read(table: str, maps, chains=(), base: dict | None = None) -> dict:
     raise OSError("nftables kept changing while nm-zones read its table")
 
 
+def following(generation: int | None) -> int | None:
+    """The generation id one transaction after `generation` (the kernel counts in 32 bits
+    and skips 0)."""
+    if generation is None:
+        return None
+    return (generation + 1) & 0xFFFFFFFF or 1
+
+
 def _read_once(reader: Reader, table: str, maps, chains, base) -> dict | None:
     """read() once; None when the generation id moved while reading."""
     before = reader.generation()
@@ -230,7 +241,7 @@ def _read_once(reader: Reader, table: str, maps, chains, base) -> dict | None:
         return {"generation": before}
     if not reader.table_exists(table):
         view: dict = {}
-    elif base and chains is not None:
+    elif base and chains is not None and before == following(base.get("generation")):
         digests = dict(base["chains"])
         for chain in chains:
             digests.pop(chain, None)
