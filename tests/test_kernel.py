@@ -552,3 +552,5 @@ def test_a_commit_tells_its_own_changes_from_another_programs(after, touched, ch
     from nm_zones.backends.iptables.kernel import changed_meanwhile
 
     assert changed_meanwhile(CHECKED, after, touched) is changed
+    listed = {key: list(v) if isinstance(v, tuple) else v for key, v in after.items()}
+    assert changed_meanwhile(CHECKED, listed, touched) is changed  # values not hashable

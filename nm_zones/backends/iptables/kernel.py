@@ -527,22 +527,26 @@ def changed_meanwhile(before: dict, after: dict, touched: frozenset[str]) -> boo
     """Whether a table's view after a commit shows a change the commit did not make: an
     nm-zones chain it did not touch (the dispatch chains aside, which every commit
     changes) differs, a jump of a built-in chain to nm-zones is gone, or another program's
-    rule ahead of nm-zones' jump can let a packet past it."""
-
-    def untouched(view: dict) -> dict:
-        return {
-            chain: digest
-            for chain, digest in view.items()
-            if chain.startswith("nmz-")
-            and chain not in touched
-            and chain not in SHARED_CHAINS
-            and not (catchall and is_source_chain(chain))
-        }
-
+    rule ahead of nm-zones' jump can let a packet past it. Only the entries that differ
+    are looked at (a set operation in C: a view with 200 interfaces bound has 1 200)."""
+    try:
+        differing = {key for key, _ in before.items() ^ after.items()}
+    except TypeError:  # a value that is not hashable (a state not written by marshal)
+        keys = before.keys() | after.keys()
+        differing = {key for key in keys if before.get(key) != after.get(key)}
     catchall = bool(touched & CATCHALL_OWNED)  # the source zones' chains are the catch-all's
-    if untouched(before) != untouched(after):
-        return True
-    for builtin in HOOK_NAMES:
-        if not set(before.get(builtin, ())) <= set(after.get(builtin, ())):
+    for key in differing:
+        if key in HOOK_NAMES:
+            if not set(before.get(key, ())) <= set(after.get(key, ())):
+                return True
+        elif key.endswith(BYPASS):
+            if key in after:
+                return True
+        elif (
+            key.startswith("nmz-")
+            and key not in touched
+            and key not in SHARED_CHAINS
+            and not (catchall and is_source_chain(key))
+        ):
             return True
-    return any(key.endswith(BYPASS) and before.get(key) != rules for key, rules in after.items())
+    return False
