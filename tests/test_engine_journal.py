@@ -321,6 +321,45 @@ def test_a_chain_changed_between_the_check_and_the_commit_is_rebuilt_in_that_run
     assert not world.run().degraded and len(fake.commits) == commits  # nothing left to do
 
 
+def test_a_table_changed_meanwhile_that_cannot_be_rebuilt_stays_unknown(world):
+    """The rebuild of a table changed between the check and the commit is refused: said,
+    and the table stays unknown in the state (no later commit of the run vouches for it),
+    so the next run rebuilds it."""
+    fake = world.use("iptables")
+    world.assign("eth9", "home")
+    fake.change_before_next_commit(V4, owner_chain("eth9"))
+    fake.refuse_next("rebuild")
+
+    def two_commits(engine, state):
+        engine.apply_interface("eth8", "work", HOW, state=state)
+        engine.apply_interface("eth8", "home", HOW, state=state)  # commits V4 again
+
+    engine = world.run(two_commits)
+    assert engine.degraded and world.state().kernel[V4] is None
+    engine = world.run()
+    assert ("rebuild", V4) in fake.commits[-3:] and recorded_matches_kernel(world, fake)
+
+
+def test_a_table_changed_meanwhile_in_a_run_whose_commit_fails_is_rebuilt_by_the_next(world):
+    """The first table's commit finds another program's change, the second table's commit
+    is refused: the run fails with the changed table unknown, and the next run (the same
+    backend, as in the D-Bus service) rebuilds it and says another program changed it."""
+    fake = world.use("iptables")
+    world.assign("eth9", "home")
+    held = fake.content_of("eth9")
+    fake.change_before_next_commit(V4, owner_chain("eth9"))
+    fake.refuse_after(1)
+    with pytest.raises(KernelError):
+        world.assign("eth8", "work")
+    assert world.state().kernel[V4] is None and fake.content_of("eth9") != held
+    fake.refuse_after(100)
+    commits = len(fake.commits)
+    engine = world.run()
+    assert ("rebuild", V4) in fake.commits[commits:] and fake.content_of("eth9") == held
+    assert any("changed by another program" in w for w in engine.warnings)
+    assert recorded_matches_kernel(world, fake)
+
+
 def test_a_chain_added_by_another_program_is_rebuilt_away(world):
     world.assign("eth9", "home")
     world.ipt.tamper(V6)

@@ -531,6 +531,7 @@ CHECKED = {
     "INPUT": ("nmz-input",),
 }
 VZ2 = frozenset({"nmz-if-vz2-in"})
+PANIC = frozenset({"nmz-panic-in", "nmz-panic-fwd", "nmz-panic-out"})
 
 
 @pytest.mark.parametrize(
@@ -546,6 +547,8 @@ VZ2 = frozenset({"nmz-if-vz2-in"})
         ({**CHECKED, "INPUT": ()}, VZ2, True),  # the hook's jump gone
         ({**CHECKED, "INPUT": ("nmz-input", "nmz-raw")}, VZ2, False),  # a hook added
         ({**CHECKED, "INPUT bypass": (1,)}, VZ2, True),  # an ACCEPT put ahead of it
+        ({**CHECKED, "INPUT": ("nmz-panic-in", "nmz-input")}, PANIC, False),  # panic on
+        ({**CHECKED, "INPUT": ()}, PANIC, True),  # panic on, nm-zones' own jump gone
     ],
 )
 def test_a_commit_tells_its_own_changes_from_another_programs(after, touched, changed):

@@ -395,6 +395,22 @@ def test_only_the_chains_a_commit_touched_are_read_back_when_nothing_else_commit
     assert result.stdout.split() == ["0", "True", "1", "True", "True"], result
 
 
+def test_a_hashed_chain_name_is_read_back_as_the_kernel_spells_it(lab):
+    """An interface whose name needs a hashed chain token (`nmz-if-~...` in the plans,
+    `nmz-if-/...` in the kernel) is switched quietly after another program's transaction:
+    the chains the switch touched are compared and read back by their kernel names."""
+    link = lab.add_link("vz@1")
+    lab.nm_zones("apply", link.name, "home")
+    lab.shell("nft add table inet scratch")  # another transaction: the whole table is read
+    result = lab.nm_zones("apply", link.name, "public", check=False)
+    assert result.returncode == 0 and result.stderr == "", result
+    assert lab.nm_zones("status", check=False).returncode == 0
+    lab.shell("nft delete table inet scratch")
+    result = lab.nm_zones("apply", link.name, "home", check=False)  # the partial read
+    assert result.returncode == 0 and result.stderr == "", result
+    assert lab.nm_zones("status", check=False).returncode == 0
+
+
 COMMIT_AND_END = """
 import os, sys
 from nm_zones.backends.nftables.libnft import Nft

@@ -47,6 +47,8 @@ class Engine(Bindings, Together, Recovery, CatchAll, Reload, Journal):
         self._catchall_checked = False
         self.changes: list[Change] = []
         self.warnings: list[str] = []
+        # view keys this run could not rebuild: unknown in the state whatever commits later
+        self.unknown_views: set[tuple[str, str]] = set()
         self.degraded = False
         # interface -> why it did not get its zone as configured (a stand-in or its old rules)
         self.unfulfilled: dict[str, str] = {}

@@ -48,6 +48,8 @@ class Journal:
         for key in committing:
             if key in state.kernel:
                 state.kernel[key] = None
+        for key in self.unknown_views:  # a later commit's view does not vouch for the rest
+            state.kernel[key] = None
         self.state_dir.save(state)
 
     def commit(
@@ -75,6 +77,7 @@ class Journal:
             try:
                 self._rebuild(state, key, changed=True)
             except KernelError as error:  # as reconcile's: said, and the next run tries
+                self.unknown_views.add(key)
                 self.failed(" ".join(key), state, error)
 
     def _keep_entries(self) -> None:

@@ -54,6 +54,7 @@ class Recovery:
                     changed = state.kernel.get(key) is not None
                     self._rebuild(state, key, changed)
                 except KernelError as error:
+                    self.unknown_views.add(key)
                     self.failed(" ".join(key), state, error)
         self.backend.trust({key: state.kernel.get(key) for key in wanted})
 

@@ -361,7 +361,7 @@ class Netfilter:
         for family in FAMILIES:
             if on or _table_loaded(family, PANIC_TABLE):
                 edit = lambda table, f=family: self._set_panic(table, f, on)  # noqa: E731
-                self._locked_commit(family, PANIC_TABLE, edit)
+                self._locked_commit(family, PANIC_TABLE, edit, PANIC_OWNED)
 
     def _set_panic(self, table, family: str, on: bool) -> bool:
         """The panic chains and their hooks made afresh (on) or taken out; False when the
@@ -526,9 +526,10 @@ SHARED_CHAINS = frozenset(chain for chain, _ in DISPATCH.values())
 def changed_meanwhile(before: dict, after: dict, touched: frozenset[str]) -> bool:
     """Whether a table's view after a commit shows a change the commit did not make: an
     nm-zones chain it did not touch (the dispatch chains aside, which every commit
-    changes) differs, a jump of a built-in chain to nm-zones is gone, or another program's
-    rule ahead of nm-zones' jump can let a packet past it. Only the entries that differ
-    are looked at (a set operation in C: a view with 200 interfaces bound has 1 200)."""
+    changes) differs, a jump of a built-in chain to an nm-zones chain it did not touch is
+    gone, or another program's rule ahead of nm-zones' jump can let a packet past it. Only
+    the entries that differ are looked at (a set operation in C: a view with 200
+    interfaces bound has 1 200)."""
     try:
         differing = {key for key, _ in before.items() ^ after.items()}
     except TypeError:  # a value that is not hashable (a state not written by marshal)
@@ -536,8 +537,9 @@ def changed_meanwhile(before: dict, after: dict, touched: frozenset[str]) -> boo
         differing = {key for key in keys if before.get(key) != after.get(key)}
     catchall = bool(touched & CATCHALL_OWNED)  # the source zones' chains are the catch-all's
     for key in differing:
-        if key in HOOK_NAMES:
-            if not set(before.get(key, ())) <= set(after.get(key, ())):
+        if key in HOOK_NAMES:  # a jump gone that the commit did not own (panic mode's)
+            lost = set(before.get(key, ())) - set(after.get(key, ()))
+            if any(jump.partition("@")[0] not in touched for jump in lost):
                 return True
         elif key.endswith(BYPASS):
             if key in after:

@@ -658,13 +658,19 @@ class NftablesBackend:
         engine.reconcile), then `lines`, which change the `touched` chains and maps only."""
         from .nfnetlink import reader
 
-        if reader().table_exists(TABLE):
-            self._commit(skeleton() + lines, touched)
-        else:
-            self._commit(table_script() + lines)
-
-    def _commit(self, lines: list[str], touched=None) -> None:
         self.faults.before_commit()
+        if reader().table_exists(TABLE):
+            self._commit(skeleton() + lines, touched, started=True)
+            return
+        had = self.views.get(KEY) or self.trusted.get(KEY)
+        self._commit(table_script() + lines, started=True)
+        if had and had.get("chains"):  # there when the run checked it: deleted since
+            self.changed.add(KEY)
+            self.views[KEY] = self.trusted[KEY] = None
+
+    def _commit(self, lines: list[str], touched=None, started: bool = False) -> None:
+        if not started:  # _change asks before it looks for the table
+            self.faults.before_commit()
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
@@ -674,7 +680,8 @@ class NftablesBackend:
         if touched is None or not base:
             view = read_view(KEY)
         else:
-            view = read_view(KEY, sorted(touched), base)
+            touched = sorted({chain_ref(chain) for chain in touched})  # as the kernel names them
+            view = read_view(KEY, touched, base)
             if _untouched(view, touched) != _untouched(base, touched):
                 # another program changed chains this transaction left alone, after the
                 # run checked them: recorded as unknown, rebuilt by the engine right away
