@@ -659,14 +659,10 @@ class NftablesBackend:
         from .nfnetlink import reader
 
         self.faults.before_commit()
-        if reader().table_exists(TABLE):
-            self._commit(skeleton() + lines, touched, started=True)
-            return
-        had = self.views.get(KEY) or self.trusted.get(KEY)
-        self._commit(table_script() + lines, started=True)
-        if had and had.get("chains"):  # there when the run checked it: deleted since
-            self.changed.add(KEY)
-            self.views[KEY] = self.trusted[KEY] = None
+        # a table gone since the run checked it is found by _commit's comparison: the
+        # chains it held are missing from the new one, and its deletion moved the id on
+        script = skeleton() if reader().table_exists(TABLE) else table_script()
+        self._commit(script + lines, touched, started=True)
 
     def _commit(self, lines: list[str], touched=None, started: bool = False) -> None:
         if not started:  # _change asks before it looks for the table
