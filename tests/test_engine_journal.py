@@ -18,6 +18,7 @@ from nm_zones.backends import panic_recorded
 from nm_zones.engine import Engine
 from nm_zones.errors import KernelError
 from nm_zones.paths import Paths
+from nm_zones.resolve import Connection
 from nm_zones.ruleset.allowances import boottime
 from nm_zones.state import StateDir
 from tests.harness.fake_backend import (
@@ -117,6 +118,23 @@ def test_an_interface_gets_its_zone_and_a_second_run_commits_nothing(world):
     engine = world.assign("eth9", "home")
     assert len(world.ipt.commits) == before
     assert engine.changes == [] and not engine.degraded
+
+
+def test_a_switch_to_the_zone_it_has_writes_nothing_unless_its_record_changes(world):
+    """A D-Bus call names no connection: the one recorded stays, and the state is not
+    rewritten; a connection renamed since is recorded."""
+    profile = Connection(uuid="u-1", id="Office", type="802-3-ethernet")
+    world.run(lambda e, s: e.apply_interface("eth9", "home", "dbus", profile, s))
+    before = os.stat(world.state_file())
+    world.run(lambda e, s: e.apply_interface("eth9", "home", "dbus", None, s))
+    after = os.stat(world.state_file())
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert world.state().interfaces["eth9"].connection_id == "Office"
+    renamed = Connection(uuid="u-1", id="Office 2", type="802-3-ethernet")
+    world.run(lambda e, s: e.apply_interface("eth9", "home", "dbus", renamed, s))
+    assert os.stat(world.state_file()).st_ino != before.st_ino
+    binding = world.state().interfaces["eth9"]
+    assert (binding.connection_uuid, binding.connection_id) == ("u-1", "Office 2")
 
 
 def test_a_switch_changes_the_interface_rules(world):

@@ -25,6 +25,9 @@ from .basics import (
 )
 from .together import Pending
 
+# what a switch to the rules an interface already has may still change in its binding
+RECORDED = ("reason", "degraded", "inputs", "connection_uuid", "connection_id", "connection_type")
+
 
 class Bindings:
     """The part of the Engine that binds and removes one interface."""
@@ -137,20 +140,22 @@ class Bindings:
         degraded: str,
         inputs: str,
     ) -> None:
-        """The kernel already holds the interface's rules: only the record may change."""
-        if (old.reason, old.connection_uuid, old.connection_type, old.degraded, old.inputs) != (
+        """The kernel already holds the interface's rules: only the record may change, and
+        the state is written only when it did (a call that names no connection keeps the
+        one recorded: a D-Bus no-op switch writes nothing)."""
+        # a call without the profile (D-Bus, a stage-3 call that could not read it) keeps
+        # the connection recorded
+        record = (
             reason,
-            connection.uuid,
-            connection.type or old.connection_type,
             degraded,
             inputs or old.inputs,
-        ):
-            old.reason, old.degraded = reason, degraded
-            old.inputs = inputs or old.inputs
-            old.connection_uuid = connection.uuid or old.connection_uuid
-            old.connection_id = connection.id or old.connection_id
-            # a stage-3 call that could not read the profile left the type out
-            old.connection_type = connection.type or old.connection_type
+            connection.uuid or old.connection_uuid,
+            connection.id or old.connection_id,
+            connection.type or old.connection_type,
+        )
+        if record != tuple(getattr(old, name) for name in RECORDED):
+            for name, value in zip(RECORDED, record, strict=True):
+                setattr(old, name, value)
             self.save(state)
 
     def _commit_binding(

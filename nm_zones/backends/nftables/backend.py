@@ -57,7 +57,7 @@ from ...ruleset.plan import (
 )
 from ..common import CommitRefused, check_netns_allowed, enable_forwarding, faults_from_environment
 from .libnft import FAMILY, TABLE, Nft, NftError, chain_of, chain_ref
-from .nfnetlink import chain_names
+from .nfnetlink import chain_names, following
 from .view import HOOK_CHAINS, KEY, read_view, view_differs
 
 # Panic mode (`nm-zones panic on`): base chains of their own, before the zones' (a drop in
@@ -678,7 +678,8 @@ class NftablesBackend:
         else:
             touched = sorted({chain_ref(chain) for chain in touched})  # as the kernel names them
             view = read_view(KEY, touched, base)
-            if _untouched(view, touched) != _untouched(base, touched):
+            whole = not _read_partly(view, base)
+            if whole and _untouched(view, touched) != _untouched(base, touched):
                 # another program changed chains this transaction left alone, after the
                 # run checked them: recorded as unknown, rebuilt by the engine right away
                 self.changed.add(KEY)
@@ -714,6 +715,12 @@ class NftablesBackend:
                     if chain_of(verdict.split()[-1]) in owned:
                         found.append((dispatch_chain, interface))
         return found
+
+
+def _read_partly(view: dict, base: dict) -> bool:
+    """The view is `base` with only the touched chains read again (nfnetlink.read: the
+    generation id proved this transaction the only one since), so the rest is base's."""
+    return bool(view) and view.get("generation") == following(base.get("generation"))
 
 
 def _untouched(view: dict, touched) -> dict:
