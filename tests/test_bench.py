@@ -1,7 +1,8 @@
 """bench/targets.py runs end to end at its smallest size and prints every target of issue 25.
 
-Only that the script works and says met / NOT met for each row: its figures judge nothing
-here (no timed assertions). About 25 s per backend on the 2-core development machine.
+Only that the script works and says met, bounded or NOT met for each row: its figures judge
+nothing here (no timed assertions); how a row is judged is tested on figures given. About
+25 s per backend on the 2-core development machine.
 """
 
 from __future__ import annotations
@@ -49,7 +50,25 @@ def test_targets_quick_prints_every_target(backend):
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     for label in ROWS:
         assert any(label in row for row in rows), f"no row {label!r}:\n{result.stdout}"
-    judged = [row for row in rows if row.endswith(("| met |", "| NOT met |"))]
-    assert f"targets met: {sum(r.endswith('| met |') for r in judged)} of {len(judged)}" in (
-        result.stdout
+    met = sum(row.endswith("| met |") for row in rows)
+    bounded = sum("| bounded: " in row for row in rows)
+    judged = met + bounded + sum(row.endswith("| NOT met |") for row in rows)
+    summary = f"targets met: {met} of {judged}; bounded by a floor of the same run: {bounded}"
+    assert summary in result.stdout
+
+
+@pytest.mark.pure
+def test_a_target_missed_is_bounded_only_where_the_floor_alone_misses_it(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(REPO, "bench"))
+    import targets
+
+    ratio = dict(label="x", theirs=None, ours=38.0, limit=1.2, basis=30.0, basis_name="0 bound")
+    assert targets.Target(**ratio, least=37.0, least_why="w").verdict() == (
+        "bounded: w, so at least 1.23"
     )
+    assert targets.Target(**ratio, least=35.0, least_why="w").verdict() == "NOT met"
+    assert targets.Target(**ratio).verdict() == "NOT met"
+    met = {**ratio, "ours": 36.0}
+    assert targets.Target(**met, least=40.0, least_why="w").verdict() == "met"
+    absolute = targets.Target("y", 1.9, 10.3, 3.8, least=4.0, least_why="reading")
+    assert absolute.bounded() and absolute.verdict() == "bounded: reading, so at least 4.00"
