@@ -395,6 +395,33 @@ def test_only_the_chains_a_commit_touched_are_read_back_when_nothing_else_commit
     assert result.stdout.split() == ["0", "True", "1", "True", "True"], result
 
 
+CHANGELESS_COMMIT = """
+import sys
+from nm_zones.backends.nftables.backend import NftablesBackend
+from nm_zones.backends.nftables.libnft import Nft
+from nm_zones.backends.nftables.view import KEY, read_view
+
+own, other = sys.argv[1:]
+backend = NftablesBackend()
+backend.trust({KEY: read_view()})
+Nft().run(f"flush chain inet nm-zones {other}\\n")  # another program's, after the check
+backend._commit(["add table inet nm-zones"], touched=[own])  # changes nothing by itself
+print(backend.changed_meanwhile() == {KEY})
+"""
+
+
+def test_a_commit_that_changes_nothing_is_not_taken_for_another_programs(lab):
+    """The kernel moves the generation id only for a transaction that changes something: a
+    commit of nm-zones' that changed nothing, after one of another program's, must not let
+    that one pass for its own (every such commit makes and deletes a chain)."""
+    link, other = lab.add_link(), lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("apply", other.name, "home")
+    own, others = (f"nmz-if-{name}-in" for name in (link.name, other.name))
+    result = lab.run(lab.zoned, [PYTHON, "-S", "-c", CHANGELESS_COMMIT, own, others])
+    assert result.stdout.split() == ["True"], result
+
+
 def test_a_hashed_chain_name_is_read_back_as_the_kernel_spells_it(lab):
     """An interface whose name needs a hashed chain token (`nmz-if-~...` in the plans,
     `nmz-if-/...` in the kernel) is switched quietly after another program's transaction:

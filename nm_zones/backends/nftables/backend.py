@@ -476,6 +476,17 @@ def plan_script(plan) -> str:
     return "\n".join(table_script() + interface_script(plan, replace=False)) + "\n"
 
 
+# the end of every transaction whose touched chains may be read back alone: a chain made and
+# deleted. The kernel moves the generation id only for a transaction that changed something
+# (re-adding what exists changes nothing), and the proof that this transaction was the only
+# one since the view it starts from (nfnetlink.read) is that the id moved by exactly one:
+# without a change of its own, another program's one transaction would pass for it.
+MOVES_GENERATION = (
+    f"add chain {FAMILY} {TABLE} nmz-commit",
+    f"delete chain {FAMILY} {TABLE} nmz-commit",
+)
+
+
 @converting_errors(lambda backend: OSError, system_failure)
 class NftablesBackend:
     """nm-zones' rules as one nftables table; see the module's docstring."""
@@ -667,6 +678,8 @@ class NftablesBackend:
     def _commit(self, lines: list[str], touched=None, started: bool = False) -> None:
         if not started:  # _change asks before it looks for the table
             self.faults.before_commit()
+        if touched is not None:  # its chains may be read back alone: see MOVES_GENERATION
+            lines = [*lines, *MOVES_GENERATION]
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
