@@ -435,9 +435,12 @@ def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000)
                         "address add 10.201.255.1/16 dev o0\nlink set po0 up\n"))
                     side.bind("t0", "home")
                     flush_flows(side)  # the connections of the reload rows, among others
-                before = "/".join(str(conntrack_count(side)) for side in sides)
+                counts = [conntrack_count(side) for side in sides]
+                before = "/".join(map(str, counts))
                 add("tighten0", f"tightening switch (home -> block), {before} flows tracked",
                     interleaved(sides, runs, tighten))
+                rows.append(("tracked0", "flows tracked before that switch (a count)",
+                             *map(float, counts)))
                 # the dump walks every bucket: with no flow it costs what it costs with many
                 rows.append(("dumpfloor0", "floor: the same conntrack dump before the "
                              "flows were added", 0.0, dump_floor(sides[1], runs)))
