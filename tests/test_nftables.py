@@ -395,6 +395,35 @@ def test_only_the_chains_a_commit_touched_are_read_back_when_nothing_else_commit
     assert result.stdout.split() == ["0", "True", "1", "True", "True"], result
 
 
+WHOLE_READS_OF_A_SWITCH = """
+import sys
+from nm_zones.backends.nftables import nfnetlink
+from nm_zones.doors.cli import main
+
+whole = []
+reads_whole = nfnetlink.Reader.chains
+nfnetlink.Reader.chains = lambda self, table: whole.append(1) or reads_whole(self, table)
+status = main(["apply", *sys.argv[1:]])
+print(status, len(whole))
+"""
+
+
+def test_after_another_programs_transaction_a_switch_reads_the_table_whole_once(lab):
+    """A transaction of another program's, in a table of its own, moves the generation id:
+    the next switch's check reads nm-zones' table whole, finds it as recorded, and starts
+    from what it read then, so its own chains are read back alone after its commit (one
+    whole read, not two); with nothing in between, the next switch reads it whole not at
+    all. Another program's change to nm-zones' own chains is still found (test_failclosed)."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.shell("nft add table inet scratch")
+    for zone, whole_reads in (("public", "1"), ("home", "0")):
+        result = lab.run(lab.zoned, [PYTHON, "-c", WHOLE_READS_OF_A_SWITCH, link.name, zone])
+        assert result.stdout.splitlines()[-1].split() == ["0", whole_reads], result
+    lab.shell("nft delete table inet scratch")
+    assert lab.nm_zones("status", check=False).returncode == 0
+
+
 CHANGELESS_COMMIT = """
 import sys
 from nm_zones.backends.nftables.backend import NftablesBackend

@@ -58,7 +58,7 @@ from ...ruleset.plan import (
 from ..common import CommitRefused, check_netns_allowed, enable_forwarding, faults_from_environment
 from .libnft import FAMILY, TABLE, Nft, NftError, chain_of, chain_ref
 from .nfnetlink import chain_names, following
-from .view import HOOK_CHAINS, KEY, read_view, view_differs
+from .view import HOOK_CHAINS, KEY, checked_view, read_view, same_rules
 
 # Panic mode (`nm-zones panic on`): base chains of their own, before the zones' (a drop in
 # any base chain is final), dropping everything but loopback: chain -> (hook, what is spared)
@@ -498,6 +498,7 @@ class NftablesBackend:
         self.nft = Nft()
         self._lister: Nft | None = None
         self.trusted: dict = {}
+        self.checked: dict | None = None  # the view the last check found (differs)
         self.views: dict[tuple[str, str], dict | None] = {}
         self.changed: set[tuple[str, str]] = set()  # see changed_meanwhile
         self.faults = faults_from_environment()
@@ -520,7 +521,8 @@ class NftablesBackend:
         return read_view(key)
 
     def differs(self, key: tuple[str, str], recorded) -> bool:
-        return view_differs(recorded)
+        self.checked = checked_view(recorded)
+        return self.checked is None
 
     def changed_meanwhile(self) -> set[tuple[str, str]]:
         keys, self.changed = self.changed, set()
@@ -660,8 +662,14 @@ class NftablesBackend:
     def trust(self, views: dict) -> None:
         """Views the engine has just found the kernel to hold (engine.reconcile): the view
         after this process's next transaction is that one with only the chains it touched
-        read again."""
-        self.trusted = {key: view for key, view in views.items() if key == KEY and view}
+        read again. When the check read the table because another program's transaction
+        had moved the generation id, the same rules as read then, with that id: the next
+        transaction is then provably the only one since, and its chains are read back
+        alone (not the whole table again)."""
+        view, checked, self.checked = views.get(KEY), self.checked, None
+        if view and checked and same_rules(view, checked):
+            view = checked
+        self.trusted = {KEY: view} if view else {}
 
     def _change(self, lines: list[str], touched) -> None:
         """One transaction: the skeleton first (when the table is new, its vmap rules too;

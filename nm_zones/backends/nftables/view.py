@@ -41,14 +41,27 @@ def generation() -> int:
 
 def view_differs(recorded) -> bool:
     """Whether the table is no longer as `recorded` (None: a commit was under way, so it is
-    unknown). Nothing in nftables changed since when the generation id is the same; else the
-    table itself is read, so other programs' changes to their own tables do not count."""
+    unknown)."""
+    return checked_view(recorded) is None
+
+
+def checked_view(recorded) -> dict | None:
+    """The table's view when it still holds what `recorded` says, None when it does not (or
+    `recorded` is None: unknown). Nothing in nftables changed since when the generation id
+    is the same (`recorded` is the answer); else the table itself is read, so other
+    programs' changes to their own tables do not count, and the view read, with the
+    generation id it was read at, is the answer."""
     if recorded is None:
-        return True
+        return None
     if recorded and recorded.get("generation") == generation():
-        return False
+        return recorded
     current = read_view()
-    return (current.get("chains"), current.get("elements")) != (
-        recorded.get("chains"),
-        recorded.get("elements"),
+    return current if same_rules(current, recorded) else None
+
+
+def same_rules(view: dict, other: dict) -> bool:
+    """Whether two views hold the same chains and map elements (generation ids aside)."""
+    return (view.get("chains"), view.get("elements")) == (
+        other.get("chains"),
+        other.get("elements"),
     )
