@@ -101,6 +101,11 @@ enabled=false
 [logging]
 level=INFO
 
+[keyfile]
+# the tests' other devices (virbr9, lan7) are configured by hand, as libvirt configures its
+# bridges: NetworkManager taking one over would flush the addresses given it
+unmanaged-devices=except:interface-name:ethz*
+
 [device-nmz-sandbox]
 match-device=interface-name:ethz*
 managed=1
