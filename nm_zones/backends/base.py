@@ -41,7 +41,9 @@ class Backend(Protocol):
         """What the kernel holds of nm-zones under `key` ({} when nothing)."""
 
     def differs(self, key: ViewKey, recorded) -> bool:
-        """Whether the kernel no longer holds what `recorded` (a view; None: unknown) saw."""
+        """Whether the kernel no longer holds what `recorded` (a view; None: unknown) saw.
+        A backend may keep what it read to answer, for the trust() that follows the check
+        (nftables: the view read at the generation id the ruleset has now)."""
 
     def changed_meanwhile(self) -> set[ViewKey]:
         """The view keys where another program changed nm-zones' rules that a commit of

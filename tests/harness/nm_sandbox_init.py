@@ -102,8 +102,8 @@ enabled=false
 level=INFO
 
 [keyfile]
-# the tests' other devices (virbr9, lan7) are configured by hand, as libvirt configures its
-# bridges: NetworkManager taking one over would flush the addresses given it
+# the tests' other devices (virbr9, lan7, inz0, vnetz0, ...) are configured by hand, as
+# libvirt configures its bridges: NetworkManager taking one over would flush its addresses
 unmanaged-devices=except:interface-name:ethz*
 
 [device-nmz-sandbox]
