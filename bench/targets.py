@@ -39,7 +39,7 @@ QUICK = {"runs": 3, "others": 20, "flows": 1000}
 @dataclass
 class Target:
     """One line of the table: `ours` judged as `ours / basis <= limit` (or `ours <= limit`
-    when there is no basis). `least` is what any program doing this work needs at least, by
+    when there is no basis). `least` is what nm-zones needs at least doing what it must, by
     a floor measured in this run: a target it already misses is bounded, not merely not
     met."""
 
