@@ -128,3 +128,21 @@ def test_a_level_the_listing_cannot_say_stands_for_any_level_and_nothing_else():
     assert same_rules([listed], ["ct state new socket cgroupv2 level 1 @nmz-app-1 accept"])
     assert not same_rules(None, [])
     assert not same_rules([listed], [])
+
+
+def test_a_read_is_partial_only_one_transaction_after_its_base():
+    """The partial read-back and the skipped comparison of untouched chains both rest on
+    one proof: the generation id exactly one past the base's, counted as the kernel does
+    (32 bits, 0 skipped)."""
+    from nm_zones.backends.nftables.nfnetlink import one_transaction_since
+
+    assert one_transaction_since({"generation": 7}, 8)
+    assert not one_transaction_since({"generation": 7}, 7)  # none: not this process's own
+    assert not one_transaction_since({"generation": 7}, 9)  # another program's between
+    assert one_transaction_since({"generation": 0xFFFFFFFF}, 1)
+    assert not one_transaction_since({"generation": 0xFFFFFFFF}, 0)
+    assert not one_transaction_since({}, 1)  # no base: read whole
+    assert not one_transaction_since(None, 1)
+    assert not one_transaction_since({"generation": 7}, None)
+    assert not one_transaction_since({"chains": {}}, 1)  # a base without its id
+

@@ -57,7 +57,7 @@ from ...ruleset.plan import (
 )
 from ..common import CommitRefused, check_netns_allowed, enable_forwarding, faults_from_environment
 from .libnft import FAMILY, TABLE, Nft, NftError, chain_of, chain_ref
-from .nfnetlink import chain_names, following
+from .nfnetlink import chain_names, one_transaction_since
 from .view import HOOK_CHAINS, KEY, checked_view, read_view, same_rules
 
 # Panic mode (`nm-zones panic on`): base chains of their own, before the zones' (a drop in
@@ -741,7 +741,7 @@ class NftablesBackend:
 def _read_partly(view: dict, base: dict) -> bool:
     """The view is `base` with only the touched chains read again (nfnetlink.read: the
     generation id proved this transaction the only one since), so the rest is base's."""
-    return bool(view) and view.get("generation") == following(base.get("generation"))
+    return bool(view) and one_transaction_since(base, view.get("generation"))
 
 
 def _untouched(view: dict, touched) -> dict:

@@ -234,6 +234,14 @@ def following(generation: int | None) -> int | None:
     return (generation + 1) & 0xFFFFFFFF or 1
 
 
+def one_transaction_since(base: dict | None, generation: int | None) -> bool:
+    """Whether `generation` is the id right after `base`'s: exactly one transaction in any
+    table (this process's own last one) since `base` was read, so what it left alone is
+    still as `base` holds it. The one proof both the partial read and the caller's
+    decision to skip comparing the untouched chains rest on."""
+    return bool(base) and generation is not None and generation == following(base.get("generation"))
+
+
 def _read_once(reader: Reader, table: str, maps, chains, base) -> dict | None:
     """read() once; None when the generation id moved while reading."""
     before = reader.generation()
@@ -241,7 +249,7 @@ def _read_once(reader: Reader, table: str, maps, chains, base) -> dict | None:
         return {"generation": before}
     if not reader.table_exists(table):
         view: dict = {}
-    elif base and chains is not None and before == following(base.get("generation")):
+    elif chains is not None and one_transaction_since(base, before):
         digests = dict(base["chains"])
         for chain in chains:
             digests.pop(chain, None)
