@@ -146,3 +146,27 @@ def test_a_read_is_partial_only_one_transaction_after_its_base():
     assert not one_transaction_since({"generation": 7}, None)
     assert not one_transaction_since({"chains": {}}, 1)  # a base without its id
 
+
+def test_rules_are_added_to_their_own_chain_only_from_the_table_asked_for():
+    """A rule message's first two attributes are its table and chain: the rule counts in
+    that chain's fingerprint, whole, in the kernel's order; another table's rules (older
+    kernels do not filter dumps), chains not asked for and cut messages count nowhere."""
+    from nm_zones.backends.nftables.nfnetlink import (
+        NFTA_RULE_CHAIN,
+        NFTA_RULE_TABLE,
+        _add_rules,
+        _name,
+    )
+    from nm_zones.netlink import attribute
+
+    def rule(table: str, chain: str, body: bytes) -> bytes:
+        return _name(NFTA_RULE_TABLE, table) + _name(NFTA_RULE_CHAIN, chain) + body
+
+    ours = [rule("nm-zones", "nmz-if-a-in", b"\x08\x00\x03\x00one!"),
+            rule("nm-zones", "nmz-if-a-in", b"\x08\x00\x03\x00two!")]
+    replies = [ours[0], rule("other", "nmz-if-a-in", b"x" * 8), rule("nm-zones", "nmz-x", b""),
+               ours[1], attribute(NFTA_RULE_TABLE, b"nm-zones\0"), b"\x02\x00", b""]
+    found: dict[str, list[bytes]] = {"nmz-if-a-in": [b"head"], "nmz-if-a-out": []}
+    _add_rules({name.encode() + b"\0": parts for name, parts in found.items()},
+               b"nm-zones\0", replies)
+    assert found == {"nmz-if-a-in": [b"head", *ours], "nmz-if-a-out": []}
