@@ -421,17 +421,54 @@ def first_floor(bench: Bench, spare: str) -> list[float]:
     return times
 
 
+# What any switch as a process pays before it does anything of its own: the interpreter
+# as the launchers start it, with the library the backend commits through (python-iptables,
+# loaded the fastest way nm-zones knows; nftables' library is loaded as part of the run).
+START = {
+    "iptables": "from nm_zones.backends.iptables.iptc_env import import_iptc\nimport_iptc()",
+    "nftables": "",
+}
+
+
+def start_floor(bench: Bench) -> list[float]:
+    """A process that starts as the launchers start nm-zones and loads the backend's
+    library (START), then ends: whole-process milliseconds."""
+    from nm_zones.doors.install import package_paths
+
+    env = {**bench.env, "PYTHONPATH": ":".join(package_paths())}
+    code = START[bench.backend] or "pass"
+    return [spawn([PYTHON, "-S", "-c", code], env)[0] for _ in range(bench.runs)]
+
+
+def read_floor(bench: Bench) -> list[float]:
+    """Reading both legacy filter tables once (in this process, milliseconds): what a run's
+    check of the kernel costs at least with iptables, x_tables having no generation id."""
+    from nm_zones.backends.iptables.held import table_blob
+
+    times = []
+    for _ in range(bench.runs):
+        started = time.perf_counter()
+        for family in ("ipv4", "ipv6"):
+            table_blob(family, "filter")
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
 def switches_only(bench: Bench, others: int) -> dict[str, list[float]]:
     """What bench/targets.py asks: a switch as the hook (`reapply`) and as `nm-zones apply`,
-    and the floor, with 0 and with `others` other interfaces bound."""
+    and the floors, with 0 and with `others` other interfaces bound."""
     target, spare = bench.add_links(2)
-    results = {"floor": first_floor(bench, spare)}
+    results = {"floor": first_floor(bench, spare), "start": start_floor(bench)}
     results["b0"] = bench.switch(target)
     results["apply0"] = bench.apply_switch(target)
+    if bench.backend == "iptables":
+        results["read"] = read_floor(bench)
     bench.bind(bench.add_links(others))
     results["b200"] = bench.switch(target)
     results["apply200"] = bench.apply_switch(target)
     results["floor200"] = bench.floor(spare)
+    if bench.backend == "iptables":
+        results["read200"] = read_floor(bench)
     return results
 
 

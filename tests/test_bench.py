@@ -34,6 +34,7 @@ ROWS = (
     "switch as a process: hook `reapply`, 2 bound / 0 bound",
     "switch as a process: `nm-zones apply`, 2 bound / 0 bound",
     "floor: ",
+    "floor: a process started as nm-zones' launchers start it",
 )
 
 
@@ -72,3 +73,31 @@ def test_a_target_missed_is_bounded_only_where_the_floor_alone_misses_it(monkeyp
     assert targets.Target(**met, least=40.0, least_why="w").verdict() == "met"
     absolute = targets.Target("y", 1.9, 10.3, 3.8, least=4.0, least_why="reading")
     assert absolute.bounded() and absolute.verdict() == "bounded: reading, so at least 4.00"
+
+
+@pytest.mark.pure
+def test_a_switch_as_a_process_is_bounded_by_its_start_its_check_and_the_floors_growth(
+    monkeypatch,
+):
+    """Starting Python with python-iptables, one read of both filter tables and what the
+    floor's tool takes more with others bound: more than the limit allows only with many
+    bound here; nftables, with no read and a cheap start, is never bounded by them."""
+    monkeypatch.syspath_prepend(os.path.join(REPO, "bench"))
+    import targets
+
+    figures = {"floor": [3.0], "floor200": [16.0], "start": [24.0], "read": [0.3],
+               "read200": [5.0], "b0": [35.0], "b200": [60.0], "apply0": [37.0],
+               "apply200": [62.0]}
+    verdicts = [t.verdict() for t in targets.process_targets("iptables", figures, 200)]
+    assert verdicts[0] == verdicts[3] == "NOT met"  # 0 bound: at least 24.3
+    assert verdicts[1] == (
+        "bounded: starting Python with python-iptables takes 24.0 ms, reading both filter "
+        "tables 5.0 ms, the floor's tool 13.0 ms more than with none, so at least 42.00"
+    )
+    assert verdicts[4].startswith("bounded: ") and verdicts[4].endswith("at least 42.00")
+    growth = "bounded: the floor alone takes 13.0 ms more with 200 bound, so at least"
+    assert (verdicts[2], verdicts[5]) == (f"{growth} 1.37", f"{growth} 1.35")
+    nft = {key: value for key, value in figures.items() if not key.startswith("read")}
+    nft.update(start=[10.0], floor200=[5.0], b0=[26.0], b200=[30.0])
+    verdicts = [t.verdict() for t in targets.process_targets("nftables", nft, 200)]
+    assert verdicts[:2] == ["NOT met", "NOT met"]  # at least 10 and 12
