@@ -20,7 +20,8 @@ def fingerprint(text: str) -> str:
 # how much a process hashes in bulk before OpenSSL's SHA-256 pays for loading it: loading
 # costs some 3 ms, and the built-in one takes 3.4 ms a megabyte against OpenSSL's 0.6 here; a
 # run reads each legacy filter table before and after its commit, so a table of this size
-# means twice that at least, in each family
+# means twice that at least, in each family (a whole read of nftables' table, once a run at
+# most, holds as much with some 100 interfaces bound)
 OPENSSL_WORTH = 512 * 1024
 
 

@@ -170,3 +170,64 @@ def test_rules_are_added_to_their_own_chain_only_from_the_table_asked_for():
     _add_rules({name.encode() + b"\0": parts for name, parts in found.items()},
                b"nm-zones\0", replies)
     assert found == {"nmz-if-a-in": [b"head", *ours], "nmz-if-a-out": []}
+
+
+class _CannedChannel:
+    """The kernel's answers to a Reader's requests, given (pure logic: no socket)."""
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def ask(self, kind, flags, body):
+        from nm_zones.backends.nftables.nfnetlink import NFGENMSG
+
+        message = kind & 0xFF
+        for wanted, payloads in self.answers:
+            if message == wanted[0] and all(part in body for part in wanted[1:]):
+                return [NFGENMSG.pack(1, 0, 0) + payload for payload in payloads]
+        raise OSError(2, "No such file or directory")
+
+
+def test_a_chains_fingerprint_is_its_head_then_its_rules_as_the_kernel_sent_them():
+    """What a view's chain fingerprint is made of, whatever the code that makes it: the
+    attributes that decide a base chain (none for a plain one), then each of its rule
+    messages in the kernel's order, SHA-256, 32 hex digits. So fingerprints recorded by an
+    earlier nm-zones stay valid. A chain whose name is not UTF-8 (the kernel does not care)
+    is fingerprinted too, not a crash: a view that differs is what makes it rebuilt."""
+    from hashlib import sha256
+
+    from nm_zones.backends.nftables import nfnetlink as nf
+    from nm_zones.netlink import attribute
+
+    table = nf._name(nf.NFTA_CHAIN_TABLE, "nm-zones")
+    odd = b"nmz-\xff\0"  # as the kernel hands it out: not UTF-8
+
+    def chain(name: bytes, *extra: bytes) -> bytes:
+        return table + attribute(nf.NFTA_CHAIN_NAME, name) + b"".join(extra)
+
+    base = {nf.NFTA_CHAIN_HOOK: b"\x08\x00\x01\x00\x00\x00\x00\x01",
+            nf.NFTA_CHAIN_POLICY: b"\x00\x00\x00\x00", nf.NFTA_CHAIN_TYPE: b"filter\0"}
+    attributes = [attribute(kind, value) for kind, value in base.items()]
+    chains = [chain(b"input\0", *attributes), chain(b"nmz-if-a-in\0"), chain(odd)]
+
+    def rule(name: bytes, body: bytes) -> bytes:
+        return table + attribute(nf.NFTA_RULE_CHAIN, name) + body
+
+    rules = [rule(b"nmz-if-a-in\0", b"\x08\x00\x03\x00one!"),
+             rule(b"input\0", b"\x08\x00\x03\x00jump"),
+             rule(odd, b"\x08\x00\x03\x00odd!"),
+             rule(b"nmz-if-a-in\0", b"\x08\x00\x03\x00two!")]
+    channel = _CannedChannel([((nf.NFT_MSG_GETCHAIN,), chains), ((nf.NFT_MSG_GETRULE,), rules)])
+    found = nf.Reader(channel).chain_digests("nm-zones")
+
+    head = b"".join(attribute(kind, base.get(kind, b"")) for kind in (
+        nf.NFTA_CHAIN_HOOK, nf.NFTA_CHAIN_POLICY, nf.NFTA_CHAIN_TYPE, nf.NFTA_CHAIN_FLAGS))
+
+    def expected(*parts: bytes) -> str:
+        return sha256(b"".join(parts)).hexdigest()[:32]
+
+    assert found == {
+        "input": expected(head, rules[1]),
+        "nmz-if-a-in": expected(rules[0], rules[3]),
+        "nmz-\udcff": expected(rules[2]),
+    }

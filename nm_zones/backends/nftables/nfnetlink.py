@@ -9,9 +9,9 @@ id, one short message, says whether anything at all changed in nftables since: w
 not, nothing needs reading.
 
 Only the socket module's C core and struct are imported (the quick path of every event uses
-this): pyroute2's nfnetlink classes would cost a third of a second to import, and it names
-nf_tables' attributes only as strings; the names here are those of linux/netfilter/
-nf_tables.h.
+this), and OpenSSL's SHA-256 for a whole read of a large table (digest.bulk_sha256): pyroute2's
+nfnetlink classes would cost a third of a second to import, and it names nf_tables'
+attributes only as strings; the names here are those of linux/netfilter/nf_tables.h.
 
 The requests go over the process's one NETLINK_NETFILTER socket (netlink.kept), the one
 conntrack's requests use too, kept until the process ends: the kernel's release of such a
@@ -68,8 +68,10 @@ GENERATION = struct.Struct(">I")  # NFTA_GEN_ID: a big-endian u32
 
 
 def _string(name: str) -> bytes:
-    """A name as the kernel takes and hands out names (NLA_STRING): NUL-terminated."""
-    return name.encode() + b"\0"
+    """A name as the kernel takes and hands out names (NLA_STRING): NUL-terminated. The
+    inverse of _text: a name the kernel handed out that is not UTF-8 (it does not check)
+    comes back byte for byte."""
+    return name.encode("utf-8", "surrogateescape") + b"\0"
 
 
 def _name(kind: int, name: str) -> bytes:
