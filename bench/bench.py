@@ -28,6 +28,9 @@ the two are printed side by side. Commands run as `nm-zones install` puts them o
      no /run/netns), over a veth pair.
 
 Last, what each layer of imports costs a process as installed (where a reload's time goes).
+For bench/targets.py (--switches-only), only (b) and the floor, with 0 and with N others
+bound, and the start of a process as the launchers start it (with python-iptables loaded,
+for iptables).
 """
 
 from __future__ import annotations
@@ -422,53 +425,37 @@ def first_floor(bench: Bench, spare: str) -> list[float]:
 
 
 # What any switch as a process pays before it does anything of its own: the interpreter
-# as the launchers start it, with the library the backend commits through (python-iptables,
-# loaded the fastest way nm-zones knows; nftables' library is loaded as part of the run).
+# as the launchers start it and, with iptables, python-iptables loaded as nm-zones loads it
+# (its importer, iptc_env, and the package modules around it; with no fallback to the plain
+# import, which is ten times slower and would make the floor as slow as the switch).
+# nftables' library is loaded as part of the switch, not here.
 START = {
-    "iptables": "from nm_zones.backends.iptables.iptc_env import import_iptc\nimport_iptc()",
-    "nftables": "",
+    "iptables": "from nm_zones.backends.iptables.iptc_env import _tuned_import\n_tuned_import()",
+    "nftables": "pass",
 }
 
 
 def start_floor(bench: Bench) -> list[float]:
-    """A process that starts as the launchers start nm-zones and loads the backend's
-    library (START), then ends: whole-process milliseconds."""
+    """A process started as the launchers start nm-zones, that loads what START says and
+    ends: whole-process milliseconds, from spawn to reap."""
     from nm_zones.doors.install import package_paths
 
     env = {**bench.env, "PYTHONPATH": ":".join(package_paths())}
-    code = START[bench.backend] or "pass"
-    return [spawn([PYTHON, "-S", "-c", code], env)[0] for _ in range(bench.runs)]
-
-
-def read_floor(bench: Bench) -> list[float]:
-    """Reading both legacy filter tables once (in this process, milliseconds): what a run's
-    check of the kernel costs at least with iptables, x_tables having no generation id."""
-    from nm_zones.backends.iptables.held import table_blob
-
-    times = []
-    for _ in range(bench.runs):
-        started = time.perf_counter()
-        for family in ("ipv4", "ipv6"):
-            table_blob(family, "filter")
-        times.append((time.perf_counter() - started) * 1000)
-    return times
+    return [spawn([PYTHON, "-S", "-c", START[bench.backend]], env)[0] for _ in range(bench.runs)]
 
 
 def switches_only(bench: Bench, others: int) -> dict[str, list[float]]:
     """What bench/targets.py asks: a switch as the hook (`reapply`) and as `nm-zones apply`,
-    and the floors, with 0 and with `others` other interfaces bound."""
+    and the floor, with 0 and with `others` other interfaces bound; and a process's start
+    (start_floor)."""
     target, spare = bench.add_links(2)
     results = {"floor": first_floor(bench, spare), "start": start_floor(bench)}
     results["b0"] = bench.switch(target)
     results["apply0"] = bench.apply_switch(target)
-    if bench.backend == "iptables":
-        results["read"] = read_floor(bench)
     bench.bind(bench.add_links(others))
     results["b200"] = bench.switch(target)
     results["apply200"] = bench.apply_switch(target)
     results["floor200"] = bench.floor(spare)
-    if bench.backend == "iptables":
-        results["read200"] = read_floor(bench)
     return results
 
 
