@@ -496,7 +496,7 @@ class NftablesBackend:
     def __init__(self, state_dir: str | None = None):
         check_netns_allowed()
         self.nft = Nft()
-        self._lister: Nft | None = None
+        self._listed: tuple | None = None  # (generation id, the listing made at it)
         self.trusted: dict = {}
         self.checked: dict | None = None  # the view the last check found (differs)
         self.views: dict[tuple[str, str], dict | None] = {}
@@ -505,12 +505,18 @@ class NftablesBackend:
 
     def listing(self):
         """The table's chains and maps as the kernel holds them (listing.py; None without
-        the table): status and the removal of orphaned chains compare them with plans."""
-        from .listing import FLAGS, read_listing
+        the table): status and the removal of orphaned chains compare them with plans.
+        Listed again only when the ruleset's generation id moved: `status` asks once per
+        interface, and each listing is a child process."""
+        from .listing import read_listing
+        from .view import generation
 
-        if self._lister is None:
-            self._lister = Nft(FLAGS)
-        return read_listing(self._lister)
+        before = generation()
+        if self._listed is not None and self._listed[0] == before:
+            return self._listed[1]
+        listed = read_listing()
+        self._listed = (before, listed) if generation() == before else None
+        return listed
 
     # -- the Backend interface ----------------------------------------------------------
 

@@ -2,6 +2,12 @@
 the readers that compare the kernel's rules with a plan: `status` (is the interface's zone in
 place, is panic mode), and the removal of chains no interface owns.
 
+The listing is made in a child process: libnftables' JSON printer ends the whole process
+(an assertion, SIGABRT) on a name that is not UTF-8, and any program that talks to the kernel
+through libnftnl, not through nft's parser, can put such a chain or set in nm-zones' table.
+A child that dies so leaves a table that holds nothing nm-zones can vouch for (UNLISTABLE),
+and `status` a line that says so, instead of nm-zones dead without a word.
+
 libnftables hands out the table as objects (chains, maps with their elements, rules as lists
 of statements), so nothing here splits text into lines and braces. A rule's statements are
 then written the way nft itself prints them in a listing (`backend.canonical` says how a
@@ -17,13 +23,23 @@ the table's fingerprints through nfnetlink.py and never list it).
 from __future__ import annotations
 
 import json
+import os
+import sys
 
-from .libnft import OUTPUT_JSON, OUTPUT_STATELESS, Nft, list_table
+from .libnft import OUTPUT_JSON, OUTPUT_STATELESS
 
 # a table's chains ({chain: [rule, ...]}) and maps ({map: {interface: verdict}})
 Listing = tuple[dict[str, list[str]], dict[str, dict[str, str]]]
+UNLISTABLE: Listing = ({}, {})  # what a table libnftables cannot list holds, as far as we know
 
 FLAGS = OUTPUT_JSON | OUTPUT_STATELESS
+LISTER = (  # the child's program: the table's JSON on its stdout ("" without the table)
+    "import sys\n"
+    "from nm_zones.backends.nftables.libnft import Nft, list_table\n"
+    f"sys.stdout.write(list_table(Nft({FLAGS})))\n"
+)
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+LIST_SECONDS = 30  # the kernel always answers; never hang a command if it did not
 # meta keys nft prints without `meta` (meta.c: meta_key_is_unqualified)
 UNQUALIFIED = {"iif", "oif", "iifname", "oifname", "iifgroup", "oifgroup"}
 # left-hand sides whose values are strings nft prints in quotes
@@ -41,9 +57,30 @@ def chain_of(ref: str) -> str:
     return ref.replace("/", "~")
 
 
-def read_listing(nft: Nft | None = None) -> Listing | None:
-    """The table's chains and maps as the kernel holds them; None when there is no table."""
-    return parse_listing(list_table(nft or Nft(FLAGS)))
+def read_listing() -> Listing | None:
+    """The table's chains and maps as the kernel holds them; None when there is no table,
+    UNLISTABLE when libnftables died listing it (the module's docstring). A child started
+    as this process was (`python -S`, the package's folder on its path): an exec, which a
+    process with threads (the service) may do, where a bare fork may not."""
+    import subprocess
+
+    from ...errors import KernelError
+
+    try:
+        result = subprocess.run(
+            [sys.executable, "-S", "-c", LISTER],
+            capture_output=True,
+            env={"PYTHONPATH": PACKAGE_ROOT, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout=LIST_SECONDS,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise KernelError(f"nftables: cannot list nm-zones' table: {error}") from None
+    if result.returncode < 0:  # killed by a signal: libnftables' assertion, above
+        return UNLISTABLE
+    if result.returncode != 0:
+        reason = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise KernelError(f"nftables: cannot list nm-zones' table: {(reason or ['?'])[-1]}")
+    return parse_listing(result.stdout.decode("utf-8", "replace"))
 
 
 def parse_listing(text: str) -> Listing | None:
