@@ -219,6 +219,41 @@ def test_foreign_rules_survive_fifty_switches(lab):
     assert lab.shell("iptables-legacy -S FORWARD | head -1").stdout.strip() == "-P FORWARD DROP"
 
 
+ODD_CHAINS = (  # another program's chains whose names are not UTF-8 (x_tables takes any bytes)
+    "for t in iptables-legacy ip6tables-legacy; do "
+    "$t -N \"$(printf 'odd\\377x')\"; $t -I INPUT -j \"$(printf 'odd\\377x')\"; done"
+)
+
+
+def test_another_programs_chain_named_in_bytes_that_are_not_utf8_stops_nothing(lab):
+    """A chain of another program's whose name is not UTF-8, jumped to from INPUT: switches,
+    the catch-all's reload, a repair after a flush, status and disable go on as without it
+    (python-iptables' own decoding of chain names would raise), and it stays."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.shell(ODD_CHAINS)
+    lab.listen()
+    for zone in ("public", "home"):
+        result = lab.nm_zones("apply", link.name, zone, check=False)
+        assert result.returncode == 0 and result.stderr == "", result
+    assert lab.nm_zones("reload", check=False).returncode == 0
+    status = lab.nm_zones("status", check=False)
+    assert status.returncode == 0, status.stdout + status.stderr
+    lab.shell(f"iptables-legacy -F nmz-if-{link.name}-in")  # a repair rebuilds the table
+    result = lab.nm_zones("apply", link.name, "public", check=False)
+    assert result.returncode == 1 and "changed by another program" in result.stderr, result
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert lab.nm_zones("status", check=False).returncode == 0
+    probes = [{"kind": "tcp", "address": a, "port": 8080} for a in (link.ipv4, link.ipv6)]
+    assert lab.probe(probes) == ["rejected", "rejected"]  # public's: 8080 closed
+    assert lab.nm_zones("disable", check=False).returncode == 0
+    for tool in ("iptables-legacy-save", "ip6tables-legacy-save"):
+        count = f"{tool} | LC_ALL=C grep -c %s || true"
+        odd = lab.shell(count % "\"$(printf 'odd\\377x')\"").stdout.split()
+        assert odd == ["2"], odd  # the chain and INPUT's jump to it
+        assert lab.shell(count % "nmz-").stdout.split() == ["0"]
+
+
 def _counter(save_with_counters: str, prefix: str) -> int:
     for line in save_with_counters.splitlines():
         match = re.match(r"\[(\d+):\d+\] (.*)", line)

@@ -129,7 +129,7 @@ class Netfilter:
         catchall = owned == CATCHALL_OWNED
         present = [c for c in sorted(owned) if table.is_chain(c)]
         if catchall:  # the source zones' chains are the catch-all's too
-            present += sorted(c.name for c in table.chains if is_source_chain(c.name))
+            present += sorted(c for c in _chain_names(table) if is_source_chain(c))
         if not chains and not dispatch and not present and not catchall:
             return False  # dispatch rules only lead to owned chains, and there are none
         self._hook_dispatch_chains(table, family, name, {rule[0] for rule in dispatch})
@@ -442,9 +442,9 @@ class Netfilter:
                 if not _table_loaded(family, name):
                     continue
                 table = self._read(family, name)
-                for chain in table.chains:
-                    if chain.name.startswith("nmz-if-"):
-                        tokens.add(chain.name[len("nmz-if-") :].rsplit("-", 1)[0])
+                for chain in _chain_names(table):
+                    if chain.startswith("nmz-if-"):
+                        tokens.add(chain[len("nmz-if-") :].rsplit("-", 1)[0])
                 _release(table)
         return tokens
 
@@ -456,7 +456,7 @@ class Netfilter:
                     self._locked_commit(family, name, lambda t, n=name: self._remove_ours(t, n))
 
     def _remove_ours(self, table, name: str) -> bool:
-        ours = [chain.name for chain in table.chains if chain.name.startswith("nmz-")]
+        ours = [chain for chain in _chain_names(table) if chain.startswith("nmz-")]
         if not ours:
             return False
         hooks = list(HOOKS[name])
@@ -494,7 +494,24 @@ def _below_panic(targets: list[str]) -> int:
 
 def _target_name(table, entry) -> str:
     target = table.get_target(entry)
-    return target.decode() if isinstance(target, bytes) else (target or "")
+    return _name_of(target) if isinstance(target, bytes) else (target or "")
+
+
+def _name_of(name: bytes) -> str:
+    """A chain's or target's name as libiptc hands it out. x_tables takes any bytes for a
+    name, and another program's may not be UTF-8: python-iptables' own decoding (its
+    `Table.chains`) raises then, and every commit of the table would fail with it."""
+    return name.decode("utf-8", "surrogateescape")
+
+
+def _chain_names(table) -> list[str]:
+    """Every chain of the table, built-in ones first, as libiptc has them (see _name_of)."""
+    names = []
+    chain = table._iptc.iptc_first_chain(table._handle)
+    while chain:
+        names.append(_name_of(chain))
+        chain = table._iptc.iptc_next_chain(table._handle)
+    return names
 
 
 def _is_eagain(error: Exception) -> bool:

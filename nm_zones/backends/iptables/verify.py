@@ -17,8 +17,12 @@ SAVE_COMMANDS = {"ipv4": "iptables-legacy-save", "ipv6": "ip6tables-legacy-save"
 def saved_rules(family: str, table: str) -> dict[str, list[str]] | None:
     """chain -> its `-A` lines as the kernel holds them; None if the save tool is missing."""
     try:
-        result = subprocess.run(
-            [SAVE_COMMANDS[family], "-t", table], capture_output=True, text=True, timeout=30
+        result = subprocess.run(  # names are bytes to x_tables: another program's may not
+            [SAVE_COMMANDS[family], "-t", table],  # be UTF-8 (kernel.py, _name_of)
+            capture_output=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
