@@ -219,21 +219,29 @@ def test_foreign_rules_survive_fifty_switches(lab):
     assert lab.shell("iptables-legacy -S FORWARD | head -1").stdout.strip() == "-P FORWARD DROP"
 
 
+ODD_NAMES = ("odd\\377x", "nmz-\\377x", "nmz-if-\\377-in", "nmz-s-\\377")  # printf's spelling
 ODD_CHAINS = (  # another program's chains whose names are not UTF-8 (x_tables takes any bytes)
-    "for t in iptables-legacy ip6tables-legacy; do "
-    "$t -N \"$(printf 'odd\\377x')\"; $t -I INPUT -j \"$(printf 'odd\\377x')\"; done"
+    "for t in iptables-legacy ip6tables-legacy; do for n in "
+    + " ".join(f"'{name}'" for name in ODD_NAMES)
+    + "; do $t -N \"$(printf \"$n\")\" && $t -I INPUT -j \"$(printf \"$n\")\"; done; done"
 )
 
 
 def test_another_programs_chain_named_in_bytes_that_are_not_utf8_stops_nothing(lab):
-    """A chain of another program's whose name is not UTF-8, jumped to from INPUT: switches,
-    the catch-all's reload, a repair after a flush, status and disable go on as without it
-    (python-iptables' own decoding of chain names would raise), and it stays."""
+    """Chains of another program's whose names are not UTF-8, jumped to from INPUT, some
+    named like nm-zones' own: the first run after them sees nm-zones' view changed (one
+    line, exit 1) and rebuilds; then switches, the catch-all's reload, status, a repair
+    after a flush and disable go on as without them (python-iptables' own decoding of
+    chain names would raise), and they stay: they are not nm-zones'."""
     link = lab.add_link()
     lab.nm_zones("apply", link.name, "home")
     lab.shell(ODD_CHAINS)
     lab.listen()
-    for zone in ("public", "home"):
+    result = lab.nm_zones("apply", link.name, "public", check=False)
+    lines = result.stderr.strip().splitlines()  # one a table: both families' filter
+    assert result.returncode == 1 and len(lines) == 2, result
+    assert all("changed by another program" in line for line in lines), lines
+    for zone in ("home", "public"):
         result = lab.nm_zones("apply", link.name, zone, check=False)
         assert result.returncode == 0 and result.stderr == "", result
     assert lab.nm_zones("reload", check=False).returncode == 0
@@ -242,16 +250,17 @@ def test_another_programs_chain_named_in_bytes_that_are_not_utf8_stops_nothing(l
     lab.shell(f"iptables-legacy -F nmz-if-{link.name}-in")  # a repair rebuilds the table
     result = lab.nm_zones("apply", link.name, "public", check=False)
     assert result.returncode == 1 and "changed by another program" in result.stderr, result
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # IPv4's table only
     assert lab.nm_zones("status", check=False).returncode == 0
     probes = [{"kind": "tcp", "address": a, "port": 8080} for a in (link.ipv4, link.ipv6)]
     assert lab.probe(probes) == ["rejected", "rejected"]  # public's: 8080 closed
     assert lab.nm_zones("disable", check=False).returncode == 0
     for tool in ("iptables-legacy-save", "ip6tables-legacy-save"):
-        count = f"{tool} | LC_ALL=C grep -c %s || true"
-        odd = lab.shell(count % "\"$(printf 'odd\\377x')\"").stdout.split()
-        assert odd == ["2"], odd  # the chain and INPUT's jump to it
-        assert lab.shell(count % "nmz-").stdout.split() == ["0"]
+        count = f"{tool} | LC_ALL=C grep %s | wc -l"
+        odd = lab.shell(count % "\"$(printf '\\377')\"").stdout.split()
+        assert odd == [str(2 * len(ODD_NAMES))], odd  # each chain and INPUT's jump to it
+        ours = lab.shell(count % "nmz- | LC_ALL=C grep -v \"$(printf '\\377')\"").stdout
+        assert ours.split() == ["0"], ours
 
 
 def _counter(save_with_counters: str, prefix: str) -> int:

@@ -231,3 +231,52 @@ def test_a_chains_fingerprint_is_its_head_then_its_rules_as_the_kernel_sent_them
         "nmz-if-a-in": expected(rules[0], rules[3]),
         "nmz-\udcff": expected(rules[2]),
     }
+
+
+@pytest.mark.parametrize(
+    "returncode, stdout, stderr, expected",
+    [
+        (-6, b"", b"json.c:252: chain_print_json: Assertion `__out' failed.", "unlistable"),
+        (0, b'{"nftables": [{"chain": {"name": "input"}}]}', b"", ({"input": []}, {})),
+        (0, b'{"nftables": []}', b"json_pack failure", "unlistable"),  # built without assert
+        (0, b'{"nftables": [{"rule": {"chain": "input"}}]}', b"", "unlistable"),  # expr left out
+        (0, b"{not json", b"", "unlistable"),
+        (0, b"", b"", None),
+        (1, b"", b"Error: No such file or directory list table inet nm-zones", None),
+        (1, b"", b"Error: Operation not permitted", "error"),
+        (-15, b"", b"", "error"),  # stopped from outside: not the listing's fault
+        (-9, b"", b"", "error"),
+    ],
+)
+def test_a_listing_libnftables_cannot_make_whole_is_unlistable_and_any_other_failure_an_error(
+    monkeypatch, returncode, stdout, stderr, expected
+):
+    """The child that lists the table: its death by libnftables' assertion, anything it said
+    beside a listing, or a listing that does not parse, is UNLISTABLE (nothing vouched for);
+    a table that is not there is None; any other failure is said, never taken for either."""
+    import subprocess
+
+    from nm_zones.backends.nftables import listing
+    from nm_zones.errors import KernelError
+
+    def run(argv, **options):
+        assert argv[1:3] == ["-S", "-c"] and options["env"]["PYTHONPATH"] == listing.PACKAGE_ROOT
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    if expected == "error":
+        with pytest.raises(KernelError):
+            listing.read_listing()
+    elif expected == "unlistable":
+        assert listing.read_listing() is listing.UNLISTABLE
+    else:
+        assert listing.read_listing() == expected
+
+
+def test_the_lister_finds_the_package_it_is_part_of():
+    import os
+
+    from nm_zones.backends.nftables import listing
+
+    assert os.path.isfile(os.path.join(listing.PACKAGE_ROOT, "nm_zones", "backends", "nftables",
+                                       "libnft.py"))

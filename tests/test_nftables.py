@@ -323,10 +323,10 @@ def test_a_base_chain_changed_behind_its_back_is_seen_and_put_back(lab, tamper):
 
 ODD_CHAIN = """
 import socket, struct, sys
-# a chain named with a byte that is not UTF-8, added to nm-zones' table over netlink as a
-# program built on libnftnl can (nft's own parser refuses such a name); or, with `count`,
-# how many chains of the table have such a name
-NFT, TABLE, ODD = 10, b"nm-zones\\0", b"nmz-\\xffodd\\0"
+# a chain whose name (hex in argv[2]) is not UTF-8, added to nm-zones' table over netlink as
+# a program built on libnftnl can (nft's own parser refuses such a name); or, with `count`,
+# how many chains of the table have that name
+NFT, TABLE, ODD = 10, b"nm-zones\\0", bytes.fromhex(sys.argv[2]) + b"\\0"
 def attribute(kind, value):
     return (struct.pack("=HH", 4 + len(value), kind) + value).ljust((7 + len(value)) & ~3, b"\\0")
 def message(kind, flags, body, seq):
@@ -356,24 +356,28 @@ else:
 """
 
 
-def test_a_chain_whose_name_is_not_utf8_is_seen_and_taken_out(lab):
+@pytest.mark.parametrize("name", [b"nmz-\xffodd", b"nmz-if-\xff-in", b"odd\xff"])
+def test_a_chain_whose_name_is_not_utf8_is_seen_and_taken_out(lab, name):
     """Chain names are bytes to the kernel: one that is not UTF-8, added to nm-zones' table
-    by another program, is a change like any other (one line, exit 1, no traceback), and the
-    next run takes it out."""
+    by another program, is a change like any other (one line, exit 1, no traceback), status
+    says why it cannot show the rules, and the next run takes it out, `gc` included (a name
+    like an interface's chain's)."""
     link = lab.add_link()
     lab.nm_zones("apply", link.name, "home")
-    lab.run(lab.zoned, [PYTHON, "-S", "-c", ODD_CHAIN, "add"])
-    assert lab.run(lab.zoned, [PYTHON, "-S", "-c", ODD_CHAIN, "count"]).stdout.split() == ["1"]
+    odd = [PYTHON, "-S", "-c", ODD_CHAIN]
+    lab.run(lab.zoned, [*odd, "add", name.hex()])
+    assert lab.run(lab.zoned, [*odd, "count", name.hex()]).stdout.split() == ["1"]
     status = lab.nm_zones("status", check=False)
     assert status.returncode == 1 and "changed by another program" in status.stdout, status
+    assert "libnftables cannot list" in status.stdout, status.stdout
     assert "Traceback" not in status.stdout + status.stderr
-    result = lab.nm_zones("apply", link.name, "public", check=False)
+    result = lab.nm_zones("gc", check=False)
     assert result.returncode == 1 and "changed by another program" in result.stderr, result
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert lab.run(lab.zoned, [PYTHON, "-S", "-c", ODD_CHAIN, "count"]).stdout.split() == ["0"]
+    assert lab.run(lab.zoned, [*odd, "count", name.hex()]).stdout.split() == ["0"]
     assert lab.nm_zones("status", check=False).returncode == 0
+    assert lab.nm_zones("apply", link.name, "public", check=False).returncode == 0
     assert probe_8080(lab, link) == ["rejected", "rejected"]  # public, as asked
-
 
 LISTINGS = """
 from nm_zones.backends.nftables import listing

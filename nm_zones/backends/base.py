@@ -88,6 +88,10 @@ class Backend(Protocol):
     def holds(self, plan) -> bool | None:
         """Whether the kernel holds the plan (None: cannot tell), for `status`."""
 
+    def unlistable(self) -> str:
+        """Why `status` cannot tell whether the kernel holds a plan ("" when it can): another
+        program put something in nm-zones' rules that the listing cannot show."""
+
     def keep_entries(self, compiled) -> None:
         """Keep what this run built for the next runs (iptables' entries), if anything."""
 

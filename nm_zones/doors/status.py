@@ -167,7 +167,18 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
     ]
     if root and not disabled:
         problems += _rules_ahead(state)
+        problems += [line for line in [_unlistable(engine)] if line]
     return catchall, problems
+
+
+def _unlistable(engine) -> str:
+    """Why the rows' "unknown" (another program's name the listing cannot show), if so."""
+    from ..errors import NmZonesError
+
+    try:
+        return engine.backend.unlistable()
+    except (NmZonesError, OSError) as error:
+        return f"the kernel's rules cannot be listed: {error}"
 
 
 def _rules_ahead(state) -> list[str]:

@@ -86,6 +86,10 @@ class IptablesBackend:
         plan = without_applications(plan)
         return kernel_holds(Ruleset.from_chains_by_table(plan.interface, "", plan.chains_by_table))
 
+    def unlistable(self) -> str:
+        """Never: iptables-save's text is read whatever the names (verify.py)."""
+        return ""
+
     def forget_deadlines(self, deadlines) -> None:
         """Nothing kept: a timed rule is the whole of an allowance here."""
 

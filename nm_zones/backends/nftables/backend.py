@@ -518,6 +518,12 @@ class NftablesBackend:
         self._listed = (before, listed) if generation() == before else None
         return listed
 
+    def unlistable(self) -> str:
+        """Why status cannot show the table's rules ("" when it can): listing.py."""
+        from .listing import UNLISTABLE, UNLISTABLE_REASON
+
+        return f"nftables: {UNLISTABLE_REASON}" if self.listing() is UNLISTABLE else ""
+
     # -- the Backend interface ----------------------------------------------------------
 
     def view_keys(self, tables=None) -> set[tuple[str, str]]:
@@ -540,7 +546,7 @@ class NftablesBackend:
         owned = frozenset(CATCHALL_CHAINS.values())
         self.faults.check(owned)
         # the source zones' chains are the catch-all's
-        stale = tuple(c for c in map(chain_of, chain_names(TABLE)) if is_source_chain(c))
+        stale = tuple(c for c in map(chain_of, own_chain_names()) if is_source_chain(c))
         touched = set(owned) | {"input", "forward"} | set(stale)
         touched |= {c for c in Script(plan).chains if is_source_chain(c)}
         self._change(interface_script(plan, stale=stale), touched)
@@ -613,6 +619,10 @@ class NftablesBackend:
         listed = self.listing()
         if listed is None:
             return False
+        from .listing import UNLISTABLE
+
+        if listed is UNLISTABLE:
+            return None
         for chain, (_, spared) in PANIC_CHAINS.items():
             if listed[0].get(chain) != [*([spared] if spared else []), "drop"]:
                 return False
@@ -622,7 +632,7 @@ class NftablesBackend:
         return {KEY}
 
     def interface_tokens(self) -> set[str]:
-        chains = [chain_of(name) for name in chain_names(TABLE)]
+        chains = [chain_of(name) for name in own_chain_names()]
         return {c[len("nmz-if-") :].rsplit("-", 1)[0] for c in chains if c.startswith("nmz-if-")}
 
     def remove_everything(self) -> None:
@@ -635,6 +645,10 @@ class NftablesBackend:
         listed = self.listing()
         if listed is None:
             return False
+        from .listing import UNLISTABLE
+
+        if listed is UNLISTABLE:
+            return None  # status says why (unlistable)
         chains, maps = listed
         script = Script(plan)
         for chain, rules in script.chain_lines().items():
@@ -734,7 +748,11 @@ class NftablesBackend:
                 pass
 
     def _elements_to(self, owned) -> list[tuple[str, str]]:
+        from .listing import UNLISTABLE, UNLISTABLE_REASON
+
         listed = self.listing()
+        if listed is UNLISTABLE:
+            raise KernelError(f"nftables: {UNLISTABLE_REASON}")
         found = []
         if listed:
             for dispatch_chain, elements in listed[1].items():
@@ -742,6 +760,13 @@ class NftablesBackend:
                     if chain_of(verdict.split()[-1]) in owned:
                         found.append((dispatch_chain, interface))
         return found
+
+
+def own_chain_names() -> list[str]:
+    """The names of the table's chains nm-zones could have made: printable ASCII, as every
+    interface's token is (ifname.py). Another program's name in bytes that are not UTF-8
+    cannot be written in a script; the view's check sees it, and the table is rebuilt."""
+    return [name for name in chain_names(TABLE) if name.isascii()]
 
 
 def _read_partly(view: dict, base: dict) -> bool:

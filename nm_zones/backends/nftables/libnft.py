@@ -93,6 +93,7 @@ class Nft:
         lib.nft_ctx_buffer_output(self.ctx)
         lib.nft_ctx_buffer_error(self.ctx)
         lib.nft_ctx_output_set_flags(self.ctx, flags)
+        self.said = ""
 
     def run(self, script: str, dry_run: bool = False) -> str:
         """Run a script as one transaction; its output, or NftError with nft's message."""
@@ -102,6 +103,7 @@ class Nft:
         status = self.lib.nft_run_cmd_from_buffer(self.ctx, script.encode())
         output = (self.lib.nft_ctx_get_output_buffer(self.ctx) or b"").decode(errors="replace")
         error = (self.lib.nft_ctx_get_error_buffer(self.ctx) or b"").decode(errors="replace")
+        self.said = error  # what libnftables said of a run that succeeded (listing.py)
         if status != 0:
             raise NftError(" ".join(error.split()) or "nft: the kernel refused the ruleset")
         return output
@@ -110,16 +112,6 @@ class Nft:
         if self.ctx:
             self.lib.nft_ctx_free(self.ctx)
             self.ctx = None
-
-
-def list_table(nft: Nft | None = None) -> str:
-    """nm-zones' table as the kernel lists it, without handles or counters ("" when absent):
-    one netlink dump of that table alone, whatever else the ruleset holds."""
-    nft = nft or Nft(OUTPUT_STATELESS)
-    try:
-        return nft.run(f"list table {FAMILY} {TABLE}")
-    except NftError:
-        return ""  # no such table (or nftables unusable: then the view is empty too)
 
 
 def chain_ref(name: str) -> str:

@@ -30,16 +30,29 @@ from .libnft import OUTPUT_JSON, OUTPUT_STATELESS
 
 # a table's chains ({chain: [rule, ...]}) and maps ({map: {interface: verdict}})
 Listing = tuple[dict[str, list[str]], dict[str, dict[str, str]]]
-UNLISTABLE: Listing = ({}, {})  # what a table libnftables cannot list holds, as far as we know
+UNLISTABLE: Listing = ({}, {})  # a table libnftables cannot list: nothing status vouches for
+UNLISTABLE_REASON = (
+    "nm-zones' table holds a name libnftables cannot list (not UTF-8: another program's), so "
+    "status cannot show its rules; the view's fingerprints still cover its chains (remove "
+    "the object: nft -a list table inet nm-zones shows its handle)"
+)
 
 FLAGS = OUTPUT_JSON | OUTPUT_STATELESS
-LISTER = (  # the child's program: the table's JSON on its stdout ("" without the table)
+LISTER = (  # the child's program: the table's JSON on stdout, whatever libnftables said on stderr
     "import sys\n"
-    "from nm_zones.backends.nftables.libnft import Nft, list_table\n"
-    f"sys.stdout.write(list_table(Nft({FLAGS})))\n"
+    "from nm_zones.backends.nftables.libnft import FAMILY, TABLE, Nft, NftError\n"
+    f"nft = Nft({FLAGS})\n"
+    "try:\n"
+    "    sys.stdout.write(nft.run(f'list table {FAMILY} {TABLE}'))\n"
+    "except NftError as error:\n"
+    "    sys.exit(str(error))\n"
+    "sys.stderr.write(nft.said)\n"
 )
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+PACKAGE_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 LIST_SECONDS = 30  # the kernel always answers; never hang a command if it did not
+NO_TABLE = "No such file or directory"  # libnftables' words for a table that is not there
 # meta keys nft prints without `meta` (meta.c: meta_key_is_unqualified)
 UNQUALIFIED = {"iif", "oif", "iifname", "oifname", "iifgroup", "oifgroup"}
 # left-hand sides whose values are strings nft prints in quotes
@@ -59,28 +72,40 @@ def chain_of(ref: str) -> str:
 
 def read_listing() -> Listing | None:
     """The table's chains and maps as the kernel holds them; None when there is no table,
-    UNLISTABLE when libnftables died listing it (the module's docstring). A child started
-    as this process was (`python -S`, the package's folder on its path): an exec, which a
-    process with threads (the service) may do, where a bare fork may not."""
+    UNLISTABLE when libnftables could not list it whole: it died of its assertion (SIGABRT),
+    or, built without it, said so on stderr and left objects out, or printed what does not
+    parse. A child started as this process was (`python -S`, the package's folder on its
+    path): an exec, which a process with threads (the service) may do, where a bare fork
+    may not."""
+    import signal
     import subprocess
 
     from ...errors import KernelError
 
+    environment = {**os.environ, "PYTHONPATH": PACKAGE_ROOT}
     try:
         result = subprocess.run(
-            [sys.executable, "-S", "-c", LISTER],
+            [sys.executable or "python3", "-S", "-c", LISTER],
             capture_output=True,
-            env={"PYTHONPATH": PACKAGE_ROOT, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            env=environment,
             timeout=LIST_SECONDS,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise KernelError(f"nftables: cannot list nm-zones' table: {error}") from None
-    if result.returncode < 0:  # killed by a signal: libnftables' assertion, above
+    said = " ".join(result.stderr.decode("utf-8", "replace").split())
+    if result.returncode == -signal.SIGABRT:
         return UNLISTABLE
     if result.returncode != 0:
-        reason = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise KernelError(f"nftables: cannot list nm-zones' table: {(reason or ['?'])[-1]}")
-    return parse_listing(result.stdout.decode("utf-8", "replace"))
+        if result.returncode > 0 and NO_TABLE in said:
+            return None
+        reason = said or f"the lister ended with {result.returncode}"
+        raise KernelError(f"nftables: cannot list nm-zones' table: {reason}")
+    if said:
+        return UNLISTABLE
+    try:
+        return parse_listing(result.stdout.decode("utf-8", "replace"))
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return UNLISTABLE
 
 
 def parse_listing(text: str) -> Listing | None:
