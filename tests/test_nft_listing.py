@@ -233,17 +233,22 @@ def test_a_chains_fingerprint_is_its_head_then_its_rules_as_the_kernel_sent_them
     }
 
 
+LISTED = b'{"nftables": [{"chain": {"name": "input"}}]}'
+
+
 @pytest.mark.parametrize(
     "returncode, stdout, stderr, expected",
     [
         (-6, b"", b"json.c:252: chain_print_json: Assertion `__out' failed.", "unlistable"),
-        (0, b'{"nftables": [{"chain": {"name": "input"}}]}', b"", ({"input": []}, {})),
-        (0, b'{"nftables": []}', b"json_pack failure", "unlistable"),  # built without assert
-        (0, b'{"nftables": [{"rule": {"chain": "input"}}]}', b"", "unlistable"),  # expr left out
-        (0, b"{not json", b"", "unlistable"),
-        (0, b"", b"", None),
-        (1, b"", b"Error: No such file or directory list table inet nm-zones", None),
+        (0, LISTED, b"", ({"input": []}, {})),
+        (0, LISTED, b"warning: something libnftables says of a listing", ({"input": []}, {})),
+        (0, b'{"nftables": []}', b"json_pack failure", "unlistable"),  # an object left out
+        (0, b'{"nftables": [{"rule": {"chain": "input"}}]}', b"", "error"),  # not its JSON
+        (0, b"{not json", b"", "error"),
+        (0, b"", b"", "error"),
+        (3, b"", b"Error: No such file or directory list table inet nm-zones", None),
         (1, b"", b"Error: Operation not permitted", "error"),
+        (1, b"", b"libnftables.so.1 cannot be loaded (No such file or directory)", "error"),
         (-15, b"", b"", "error"),  # stopped from outside: not the listing's fault
         (-9, b"", b"", "error"),
     ],
@@ -251,26 +256,54 @@ def test_a_chains_fingerprint_is_its_head_then_its_rules_as_the_kernel_sent_them
 def test_a_listing_libnftables_cannot_make_whole_is_unlistable_and_any_other_failure_an_error(
     monkeypatch, returncode, stdout, stderr, expected
 ):
-    """The child that lists the table: its death by libnftables' assertion, anything it said
-    beside a listing, or a listing that does not parse, is UNLISTABLE (nothing vouched for);
-    a table that is not there is None; any other failure is said, never taken for either."""
+    """The child that lists the table: its death by libnftables' assertion, or an object
+    it says it left out, is UNLISTABLE (nothing vouched for); a table that is not there (the
+    child's own status for it, never a message matched) is None; any other failure is
+    said, never taken for either."""
     import subprocess
 
     from nm_zones.backends.nftables import listing
     from nm_zones.errors import KernelError
 
     def run(argv, **options):
-        assert argv[1:3] == ["-S", "-c"] and options["env"]["PYTHONPATH"] == listing.PACKAGE_ROOT
+        assert argv[1:4] == ["-I", "-S", "-c"] and listing.PACKAGE_ROOT in argv[4]
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
     monkeypatch.setattr(subprocess, "run", run)
+    names = ["input", "nmz-if-eth0-in", "nmz-input"]
     if expected == "error":
         with pytest.raises(KernelError):
-            listing.read_listing()
+            listing.read_listing(names)
     elif expected == "unlistable":
-        assert listing.read_listing() is listing.UNLISTABLE
+        assert listing.read_listing(names) is listing.UNLISTABLE
     else:
-        assert listing.read_listing() == expected
+        assert listing.read_listing(names) == expected
+
+
+def test_a_name_that_is_not_utf8_makes_the_table_unlistable_without_asking_libnftables(
+    monkeypatch,
+):
+    import subprocess
+
+    from nm_zones.backends.nftables import listing
+
+    def run(argv, **options):
+        raise AssertionError("libnftables asked for a table it would die listing")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert listing.read_listing(["input", "nmz-\udcff"]) is listing.UNLISTABLE
+
+
+def test_only_names_nm_zones_could_have_made_are_written_into_a_script(monkeypatch):
+    """Another program's chain in nm-zones' table named like its own but with `;`, a space,
+    a newline or bytes that are not UTF-8 never reaches a script (`gc`, the catch-all)."""
+    from nm_zones.backends.nftables import backend
+
+    names = ["input", "nmz-if-eth0-in", "nmz-if-/0123456789ab-fwd", "nmz-s-home-in",
+             "nmz-if-x;flush ruleset;-in", "nmz-if-a b-in", "nmz-if-a\n-in", "nmz-if-\udcff-in",
+             ""]
+    monkeypatch.setattr(backend, "chain_names", lambda table: names)
+    assert backend.own_chain_names() == names[:4]
 
 
 def test_the_lister_finds_the_package_it_is_part_of():

@@ -178,7 +178,7 @@ def _unlistable(engine) -> str:
     try:
         return engine.backend.unlistable()
     except (NmZonesError, OSError) as error:
-        return f"the kernel's rules cannot be listed: {error}"
+        return str(error)
 
 
 def _rules_ahead(state) -> list[str]:

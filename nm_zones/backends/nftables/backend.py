@@ -508,14 +508,21 @@ class NftablesBackend:
         the table): status and the removal of orphaned chains compare them with plans.
         Listed again only when the ruleset's generation id moved: `status` asks once per
         interface, and each listing is a child process."""
-        from .listing import read_listing
+        from .listing import UNLISTABLE, read_listing
+        from .nfnetlink import set_names
         from .view import generation
 
         before = generation()
         if self._listed is not None and self._listed[0] == before:
             return self._listed[1]
-        listed = read_listing()
-        self._listed = (before, listed) if generation() == before else None
+        names = chain_names(TABLE)
+        listed = read_listing(names + set_names(TABLE))
+        if generation() != before:
+            self._listed = None
+            return listed
+        if listed not in (None, UNLISTABLE) and set(listed[0]) != set(map(chain_of, names)):
+            listed = UNLISTABLE  # libnftables left a chain out without a word
+        self._listed = (before, listed)
         return listed
 
     def unlistable(self) -> str:
@@ -762,11 +769,17 @@ class NftablesBackend:
         return found
 
 
+# every character of a chain name nm-zones makes, as the kernel spells it (ifname.py's
+# tokens, `/` for a hashed one's `~`): nothing else is ever written into a script
+CHAIN_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/")
+
+
 def own_chain_names() -> list[str]:
-    """The names of the table's chains nm-zones could have made: printable ASCII, as every
-    interface's token is (ifname.py). Another program's name in bytes that are not UTF-8
-    cannot be written in a script; the view's check sees it, and the table is rebuilt."""
-    return [name for name in chain_names(TABLE) if name.isascii()]
+    """The names of the table's chains nm-zones could have made. Another program's name of
+    other characters (`;`, a newline, bytes that are not UTF-8) is never written into a
+    script, where it could say more than a name; the view's check sees any chain of
+    another program's in the table, and the table is rebuilt."""
+    return [name for name in chain_names(TABLE) if name and set(name) <= CHAIN_CHARACTERS]
 
 
 def _read_partly(view: dict, base: dict) -> bool:

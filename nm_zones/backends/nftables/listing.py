@@ -38,21 +38,29 @@ UNLISTABLE_REASON = (
 )
 
 FLAGS = OUTPUT_JSON | OUTPUT_STATELESS
-LISTER = (  # the child's program: the table's JSON on stdout, whatever libnftables said on stderr
-    "import sys\n"
-    "from nm_zones.backends.nftables.libnft import FAMILY, TABLE, Nft, NftError\n"
-    f"nft = Nft({FLAGS})\n"
-    "try:\n"
-    "    sys.stdout.write(nft.run(f'list table {FAMILY} {TABLE}'))\n"
-    "except NftError as error:\n"
-    "    sys.exit(str(error))\n"
-    "sys.stderr.write(nft.said)\n"
-)
 PACKAGE_ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 )
+NO_TABLE = 3  # the child's exit status for a table that is not there
+LISTER = f"""
+import errno, os, resource, sys
+sys.path.insert(0, {PACKAGE_ROOT!r})
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # its abort (below) leaves no core behind
+from nm_zones.backends.nftables.libnft import FAMILY, TABLE, Nft, NftError
+try:
+    nft = Nft({FLAGS})
+except NftError as error:
+    sys.exit(str(error))
+try:
+    text = nft.run(f"list table {{FAMILY}} {{TABLE}}")
+except NftError as error:
+    sys.stderr.write(str(error))
+    sys.exit({NO_TABLE} if os.strerror(errno.ENOENT) in str(error) else 1)
+sys.stdout.buffer.write(text.encode("utf-8", "replace"))
+sys.stderr.write(nft.said)
+"""
+JSON_FAILED = "json_pack failure"  # what libnftables says where it left an object out
 LIST_SECONDS = 30  # the kernel always answers; never hang a command if it did not
-NO_TABLE = "No such file or directory"  # libnftables' words for a table that is not there
 # meta keys nft prints without `meta` (meta.c: meta_key_is_unqualified)
 UNQUALIFIED = {"iif", "oif", "iifname", "oifname", "iifgroup", "oifgroup"}
 # left-hand sides whose values are strings nft prints in quotes
@@ -70,22 +78,27 @@ def chain_of(ref: str) -> str:
     return ref.replace("/", "~")
 
 
-def read_listing() -> Listing | None:
+def read_listing(names: list[str]) -> Listing | None:
     """The table's chains and maps as the kernel holds them; None when there is no table,
-    UNLISTABLE when libnftables could not list it whole: it died of its assertion (SIGABRT),
-    or, built without it, said so on stderr and left objects out, or printed what does not
-    parse. A child started as this process was (`python -S`, the package's folder on its
-    path): an exec, which a process with threads (the service) may do, where a bare fork
-    may not."""
+    UNLISTABLE when libnftables cannot list it whole: one of `names` (the table's chains'
+    and sets', read as bytes over netlink) is not UTF-8, libnftables died of its assertion
+    (SIGABRT), or left an object out and said so. A child started as this process was
+    (`python -I -S`, the package's folder put on its path): an exec, which a process with
+    threads (the service) may do, where a bare fork may not."""
     import signal
     import subprocess
 
     from ...errors import KernelError
 
-    environment = {**os.environ, "PYTHONPATH": PACKAGE_ROOT}
+    if not all(_utf8(name) for name in names):
+        return UNLISTABLE
+    environment = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
+    if "LD_LIBRARY_PATH" in os.environ:  # where libnftables was found, if not the system's
+        environment["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
     try:
         result = subprocess.run(
-            [sys.executable or "python3", "-S", "-c", LISTER],
+            [sys.executable or "python3", "-I", "-S", "-c", LISTER],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             env=environment,
             timeout=LIST_SECONDS,
@@ -93,19 +106,27 @@ def read_listing() -> Listing | None:
     except (OSError, subprocess.TimeoutExpired) as error:
         raise KernelError(f"nftables: cannot list nm-zones' table: {error}") from None
     said = " ".join(result.stderr.decode("utf-8", "replace").split())
-    if result.returncode == -signal.SIGABRT:
+    if result.returncode == -signal.SIGABRT or JSON_FAILED in said:
         return UNLISTABLE
-    if result.returncode != 0:
-        if result.returncode > 0 and NO_TABLE in said:
-            return None
-        reason = said or f"the lister ended with {result.returncode}"
+    if result.returncode == NO_TABLE:
+        return None
+    if result.returncode != 0 or not result.stdout:
+        if result.returncode < 0:
+            said = f"ended by {signal.Signals(-result.returncode).name}"
+        reason = said or f"the lister ended with {result.returncode} and printed nothing"
         raise KernelError(f"nftables: cannot list nm-zones' table: {reason}")
-    if said:
-        return UNLISTABLE
     try:
         return parse_listing(result.stdout.decode("utf-8", "replace"))
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-        return UNLISTABLE
+    except (ValueError, KeyError, TypeError) as error:  # not what libnftables prints
+        raise KernelError(f"nftables: libnftables' listing does not read: {error!r}") from None
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8, kept as a surrogate by _text
+        return False
+    return True
 
 
 def parse_listing(text: str) -> Listing | None:

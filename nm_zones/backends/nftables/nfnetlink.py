@@ -47,6 +47,7 @@ NFNETLINK_V0 = 0
 NFT_MSG_GETTABLE = 1
 NFT_MSG_GETCHAIN = 4
 NFT_MSG_GETRULE = 7
+NFT_MSG_GETSET = 10
 NFT_MSG_GETSETELEM = 13
 NFT_MSG_GETGEN = 16
 # enum nft_table_attributes, nft_chain_attributes, nft_rule_attributes,
@@ -56,6 +57,7 @@ NFTA_CHAIN_TABLE, NFTA_CHAIN_NAME, NFTA_CHAIN_HOOK, NFTA_CHAIN_POLICY = 1, 3, 4,
 NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS = 7, 10
 NFTA_RULE_TABLE, NFTA_RULE_CHAIN = 1, 2
 NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_LIST_SET = 1, 2
+NFTA_SET_TABLE, NFTA_SET_NAME = 1, 2
 NFTA_GEN_ID = 1
 # what decides a base chain: its hook (hook number, priority, device), policy, type and
 # flags; a chain without a hook is a plain chain (its use count and counters change by
@@ -119,6 +121,16 @@ class Reader:
             attributes = dict(attribute_list(payload))
             if attributes.get(NFTA_CHAIN_TABLE) == wanted:  # older kernels do not filter
                 found[_text(attributes.get(NFTA_CHAIN_NAME, b""))] = attributes
+        return found
+
+    def set_names(self, table: str) -> list[str]:
+        """The names of the table's sets and maps (one dump), as _text spells them."""
+        wanted = _string(table)
+        found = []
+        for payload in self._request(NFT_MSG_GETSET, NLM_F_DUMP, _name(NFTA_SET_TABLE, table)):
+            attributes = dict(attribute_list(payload))
+            if attributes.get(NFTA_SET_TABLE) == wanted:  # older kernels do not filter
+                found.append(_text(attributes.get(NFTA_SET_NAME, b"")))
         return found
 
     def chain_digests(self, table: str, chains=None) -> dict[str, str]:
@@ -217,16 +229,25 @@ def reader() -> Reader:
 def chain_names(table: str) -> list[str]:
     """The names of the table's chains, as the kernel spells them ([] without the table):
     one dump of the chains alone, cheaper than any listing of their rules."""
+    return _names(lambda: list(reader().chains(table)))  # the process's kept socket
+
+
+def set_names(table: str) -> list[str]:
+    """The names of the table's sets and maps ([] without the table)."""
+    return _names(lambda: reader().set_names(table))
+
+
+def _names(dump) -> list[str]:
     for _ in range(ATTEMPTS):
         try:
-            return list(reader().chains(table))  # the process's kept socket
+            return dump()
         except DumpInterrupted:
             pass
         except OSError as error:
             if error.errno != ENOENT:
                 raise
             return []
-    raise OSError("nftables kept changing while nm-zones read its chains")
+    raise OSError("nftables kept changing while nm-zones read its names")
 
 
 def read(table: str, maps, chains=(), base: dict | None = None) -> dict:
