@@ -226,6 +226,9 @@ class FakeBackend:
             for key in self.view_keys(plan_keys(plan))
         )
 
+    def unlistable(self) -> str:
+        return ""  # its kernel is a dict: always listable
+
     def keep_entries(self, compiled) -> None:
         self.kept_entries += 1
 
