@@ -14,7 +14,8 @@ from .digest import fingerprint
 from .errors import UsageError
 
 IFNAMSIZ = 15
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+# what an interface name may be made of to be its own chain token (and a zone name is)
+TOKEN_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _REFUSED = set("/: \t\n\r\v\f\"'\\+!")
 
 
@@ -42,7 +43,7 @@ def check_interface(name: str) -> str:
 
 def chain_token(name: str) -> str:
     """A short, unique, iptables-safe stand-in for the interface in chain names."""
-    if name and set(name) <= _PLAIN:
+    if name and set(name) <= TOKEN_CHARACTERS:
         return name
     # `~` never appears in a plain token, so hashed and plain tokens cannot collide.
     return "~" + fingerprint(name)[:12]

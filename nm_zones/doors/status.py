@@ -167,7 +167,9 @@ def status_problems(engine, state, disabled: bool, root: bool) -> tuple[dict, li
     ]
     if root and not disabled:
         problems += _rules_ahead(state)
-        problems += [line for line in [_unlistable(engine)] if line]
+        unlistable = _unlistable(engine)
+        if unlistable:
+            problems.append(unlistable)
     return catchall, problems
 
 

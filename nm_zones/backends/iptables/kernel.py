@@ -505,10 +505,10 @@ def _name_of(name: bytes) -> str:
 
 
 def _chain_names(table) -> list[str]:
-    """The table's chains that nm-zones could have made, as libiptc has them: printable
-    ASCII, as every interface's token is (ifname.py). Another program's name that is not
-    (not even UTF-8, see _name_of) is left out: python-iptables could not name it back,
-    and held.py's view sees any such chain that starts like nm-zones' own."""
+    """The table's chains that nm-zones could have made, as libiptc has them: ASCII, as
+    every interface's token is (ifname.py). Another program's name that is not (not even
+    UTF-8, see _name_of) is left out: python-iptables could not name it back, and held.py's
+    view sees any such chain that starts like nm-zones' own."""
     names = []
     chain = table._iptc.iptc_first_chain(table._handle)
     while chain:

@@ -29,6 +29,7 @@ named, and nothing of theirs is read: the view reads nm-zones' table alone (nfne
 from __future__ import annotations
 
 from ...errors import KernelError, NmZonesError, converting_errors, system_failure
+from ...ifname import TOKEN_CHARACTERS
 from ...ruleset.allowances import boottime, ceil, deadline_of, set_name
 from ...ruleset.layout import (
     CATCHALL_CHAINS,
@@ -529,7 +530,7 @@ class NftablesBackend:
         """Why status cannot show the table's rules ("" when it can): listing.py."""
         from .listing import UNLISTABLE, UNLISTABLE_REASON
 
-        return f"nftables: {UNLISTABLE_REASON}" if self.listing() is UNLISTABLE else ""
+        return UNLISTABLE_REASON if self.listing() is UNLISTABLE else ""
 
     # -- the Backend interface ----------------------------------------------------------
 
@@ -759,7 +760,7 @@ class NftablesBackend:
 
         listed = self.listing()
         if listed is UNLISTABLE:
-            raise KernelError(f"nftables: {UNLISTABLE_REASON}")
+            raise KernelError(UNLISTABLE_REASON)
         found = []
         if listed:
             for dispatch_chain, elements in listed[1].items():
@@ -770,8 +771,8 @@ class NftablesBackend:
 
 
 # every character of a chain name nm-zones makes, as the kernel spells it (ifname.py's
-# tokens, `/` for a hashed one's `~`): nothing else is ever written into a script
-CHAIN_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/")
+# tokens and zone names, `/` for a hashed token's `~`): nothing else is written into a script
+CHAIN_CHARACTERS = TOKEN_CHARACTERS | {"/"}
 
 
 def own_chain_names() -> list[str]:

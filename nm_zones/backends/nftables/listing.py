@@ -32,9 +32,9 @@ from .libnft import OUTPUT_JSON, OUTPUT_STATELESS
 Listing = tuple[dict[str, list[str]], dict[str, dict[str, str]]]
 UNLISTABLE: Listing = ({}, {})  # a table libnftables cannot list: nothing status vouches for
 UNLISTABLE_REASON = (
-    "nm-zones' table holds a name libnftables cannot list (not UTF-8: another program's), so "
-    "status cannot show its rules; the view's fingerprints still cover its chains (remove "
-    "the object: nft -a list table inet nm-zones shows its handle)"
+    "nftables: nm-zones' table holds a name libnftables cannot list (not UTF-8: another "
+    "program's), so status cannot show its rules; the view's fingerprints still cover its "
+    "chains (remove the object: nft -a list table inet nm-zones shows its handle)"
 )
 
 FLAGS = OUTPUT_JSON | OUTPUT_STATELESS

@@ -58,6 +58,7 @@ NFTA_CHAIN_TYPE, NFTA_CHAIN_FLAGS = 7, 10
 NFTA_RULE_TABLE, NFTA_RULE_CHAIN = 1, 2
 NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_LIST_SET = 1, 2
 NFTA_SET_TABLE, NFTA_SET_NAME = 1, 2
+OBJECT_TABLE = 1  # NFTA_CHAIN_TABLE and NFTA_SET_TABLE: an object's table, the same number
 NFTA_GEN_ID = 1
 # what decides a base chain: its hook (hook number, priority, device), policy, type and
 # flags; a chain without a hook is a plain chain (its use count and counters change by
@@ -115,22 +116,23 @@ class Reader:
 
     def chains(self, table: str) -> dict[str, dict[int, bytes]]:
         """chain -> its attributes, for every chain of the table: one dump, no rules."""
-        wanted = _string(table)
-        found = {}
-        for payload in self._request(NFT_MSG_GETCHAIN, NLM_F_DUMP, _name(NFTA_CHAIN_TABLE, table)):
-            attributes = dict(attribute_list(payload))
-            if attributes.get(NFTA_CHAIN_TABLE) == wanted:  # older kernels do not filter
-                found[_text(attributes.get(NFTA_CHAIN_NAME, b""))] = attributes
-        return found
+        dump = self._objects(NFT_MSG_GETCHAIN, table)
+        return {_text(attributes.get(NFTA_CHAIN_NAME, b"")): attributes for attributes in dump}
 
     def set_names(self, table: str) -> list[str]:
         """The names of the table's sets and maps (one dump), as _text spells them."""
+        dump = self._objects(NFT_MSG_GETSET, table)
+        return [_text(attributes.get(NFTA_SET_NAME, b"")) for attributes in dump]
+
+    def _objects(self, message: int, table: str) -> list[dict[int, bytes]]:
+        """The attributes of each object one dump (`message`: chains, sets) gives of the
+        table, whose name is the first attribute of each (NFTA_CHAIN_TABLE, NFTA_SET_TABLE)."""
         wanted = _string(table)
         found = []
-        for payload in self._request(NFT_MSG_GETSET, NLM_F_DUMP, _name(NFTA_SET_TABLE, table)):
+        for payload in self._request(message, NLM_F_DUMP, _name(OBJECT_TABLE, table)):
             attributes = dict(attribute_list(payload))
-            if attributes.get(NFTA_SET_TABLE) == wanted:  # older kernels do not filter
-                found.append(_text(attributes.get(NFTA_SET_NAME, b"")))
+            if attributes.get(OBJECT_TABLE) == wanted:  # older kernels do not filter
+                found.append(attributes)
         return found
 
     def chain_digests(self, table: str, chains=None) -> dict[str, str]:
