@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from .libnft import OUTPUT_JSON, OUTPUT_STATELESS
+from .libnft import OUTPUT_JSON, OUTPUT_STATELESS, chain_of
 
 # a table's chains ({chain: [rule, ...]}) and maps ({map: {interface: verdict}})
 Listing = tuple[dict[str, list[str]], dict[str, dict[str, str]]]
@@ -71,11 +71,6 @@ BITWISE = ("&", "|", "^")
 # 1.0.6 does): such a rule reads `socket cgroupv2 level ?`, and same_rule() takes it for
 # any level
 UNKNOWN = "?"
-
-
-def chain_of(ref: str) -> str:
-    """A chain name as nm-zones' plans spell it (backend.chain_ref's inverse)."""
-    return ref.replace("/", "~")
 
 
 def read_listing(names: list[str]) -> Listing | None:
