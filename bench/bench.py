@@ -1,6 +1,6 @@
 """nm-zones speed, measured as whole processes, against a floor measured in the same run.
 
-    python3 bench/bench.py [--runs 20] [--backend iptables|nftables|both]
+    /usr/bin/python3 bench/bench.py [--runs 20] [--backend iptables|nftables|both]
                                                 (root; everything happens in network namespaces)
 
 Every NetworkManager event starts a new process, so the whole process is the product's

@@ -1,7 +1,7 @@
 """`nm-zones serve`: how long a D-Bus call takes, from the call to its reply, with the rules
 committed (the service replies after the kernel commit).
 
-    python3 bench/service.py [--runs 50]        (root; everything happens in a sandbox)
+    /usr/bin/python3 bench/service.py [--runs 50]        (root; everything happens in a sandbox)
 
 The real NetworkManager, dbus-daemon and service run in the tests' namespace sandbox; an
 interface with an active NetworkManager profile is switched between two zones the way

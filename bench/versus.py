@@ -1,7 +1,8 @@
 """nm-zones beside firewalld 1.3.3, in one run: the same work asked of both, calls interleaved.
 
-    python3 bench/versus.py [--runs 20] [--backend nftables|iptables|both] [--others 200]
-                            [--flows 10000]  (root; everything happens in two namespace sandboxes)
+    /usr/bin/python3 bench/versus.py [--runs 20] [--backend nftables|iptables|both]
+                                     [--others 200] [--flows 10000]
+                                     (root; everything happens in two namespace sandboxes)
 
 Each daemon runs in a NetworkManager sandbox of its own (tests/harness/nm_sandbox.py: private
 network, mount and pid namespaces, a private system bus): firewalld from Debian's package,
@@ -37,6 +38,9 @@ Each sandbox has the interface `t0` that the switches use and `--others` more ve
                    committed
 
 Figures are medians in milliseconds (MiB for RSS); the ratio is nm-zones / firewalld.
+firewalld always runs on Debian's /usr/bin/python3; nm-zones on the interpreter that runs this
+script. Run it with /usr/bin/python3, the interpreter the Debian package runs nm-zones on, to
+compare like with like: the header says which each side ran on.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from bench import compile_package  # noqa: E402
 from nm_zones.doors.install import COMMAND_PATH  # noqa: E402
 from nm_zones.ruleset.layout import flow_mark  # noqa: E402
 from tests.harness.firewalld import (  # noqa: E402
+    SYSTEM_PYTHON,
     FirewallD,
     firewall_cmd,
     firewalld_root,
@@ -482,6 +487,21 @@ def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000)
     return rows
 
 
+def interpreters() -> str:
+    """Which Python each side ran on: a ratio between two interpreters measures them too
+    (pyenv's, built without PGO, starts and runs slower than Debian's)."""
+    def described(python: str) -> str:
+        version = subprocess.run([python, "-S", "-c", "import platform; "
+                                  "print(platform.python_version())"],
+                                 capture_output=True, text=True).stdout.strip()
+        return f"{os.path.realpath(python)} (Python {version})"
+    ours, theirs = described(sys.executable), described(SYSTEM_PYTHON)
+    if ours == theirs:
+        return f"both on {ours}"
+    return (f"nm-zones on {ours}, firewalld on {theirs}: not the same interpreter, the "
+            f"ratios compare them too (run the bench with {SYSTEM_PYTHON})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -504,7 +524,7 @@ def main() -> int:
         return 1
     compile_package()
     print(f"nm-zones beside firewalld 1.3.3, medians of {args.runs} interleaved runs "
-          f"(fewer for reloads and start-up); {os.cpu_count()} cores\n")
+          f"(fewer for reloads and start-up); {os.cpu_count()} cores; {interpreters()}\n")
     for backend in ("nftables", "iptables") if args.backend == "both" else (args.backend,):
         print(f"### {backend}\n")
         print("| same work | firewalld | nm-zones | ratio |")
