@@ -351,8 +351,9 @@ class HeldTables:
 
 class _Proof:
     """A table's entries, all but each one's comefrom and counters, to compare a later read
-    with. Made the first time a read asks: a process that reads a table once (an event, the
-    read after its commit) pays only for keeping a reference to what it read."""
+    with. Made the first time a read of the same length asks: a process that reads a table
+    once, or reads it again after a commit of its own that changed its length (most do),
+    pays only for keeping a reference to what it read."""
 
     def __init__(self, family: str, sizes: list[int], blob: bytes):
         self._source: tuple[str, list[int], bytes] | None = (family, sizes, blob)
@@ -362,6 +363,8 @@ class _Proof:
     def matches(self, blob: bytes) -> bool:
         if self._source is not None:
             family, sizes, kept = self._source
+            if len(kept) != len(blob):
+                return False  # a commit of this process changed it: nothing to build
             self._compared = _compared_bytes(family, sizes, len(kept))
             self._bytes, self._source = b"".join(self._compared.unpack(kept)), None
         if self._compared.size != len(blob):
