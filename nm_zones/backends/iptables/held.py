@@ -31,6 +31,7 @@ LEVEL = {"ipv4": 0, "ipv6": 41}  # IPPROTO_IP, IPPROTO_IPV6
 LAYOUT = {"ipv4": (84, 88, 112), "ipv6": (136, 140, 168)}
 TABLE_NAMES_FILE = {"ipv4": "/proc/net/ip_tables_names", "ipv6": "/proc/net/ip6_tables_names"}
 HOOK_NAMES = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
+BUILTIN_NAMES = frozenset(HOOK_NAMES)
 INFO_SIZE = 84  # struct ipt_getinfo
 ENTRIES_HEADER = 40  # struct ipt_get_entries, up to its 8-byte aligned entry table
 PREFIX = "nmz-"
@@ -182,33 +183,32 @@ def _view_of_walked(walked: _Walked) -> dict:
         chain = chain_of[index]
         if chain.startswith(PREFIX):
             view[chain] = sha256(masked[bound : bounds[index + 1]]).hexdigest()[:32]
-    view.update(_bypasses(walked.rules, bounds, chain_of, walked.starts))
+    view.update(_bypasses(walked, bounds, chain_of))
     return view
 
 
 class _Walked:
     """What one pass over a table's entries found (view_of)."""
 
-    def __init__(self, blob: bytes, starts: dict[int, str]):
+    def __init__(self, family: str, blob: bytes, starts: dict[int, str]):
+        self.family, self.blob = family, blob  # a chain's rules are read from it when asked
         self.masked = bytearray(blob)  # counters, nfcache, comefrom zeroed
         self.starts = starts  # offset -> the chain that begins there
         self.heads: list[int] = []  # where each user chain's ERROR entry begins
         # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in)
         self.jumps: list[tuple[int, int, bool]] = []
-        self.rules: list[tuple[int, int | None, bool]] = []  # (offset, verdict|None, goto)
-        self.sizes: list[int] = []  # each entry's next_offset, in table order
         self.end = 0  # where the entries end
 
 
 def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     ip_size, offsets_at, entry_size = LAYOUT[family]
-    walked = _Walked(blob, {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0})
-    masked, starts, jumps, rules = walked.masked, walked.starts, walked.jumps, walked.rules
-    sizes = walked.sizes
+    hook_starts = {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0}
+    walked = _Walked(family, blob, hook_starts)
+    masked, starts, jumps = walked.masked, walked.starts, walked.jumps
     zeros = bytes(entry_size - ip_size)
-    flag_at, goto_flag = GOTO_FLAG[family]
     offsets_of, verdict_of = ENTRY_OFFSETS.unpack_from, VERDICT.unpack_from
     offset, length = 0, len(blob)
+    last_verdict = length - VERDICT.size
     while offset + entry_size <= length:
         target_offset, next_offset = offsets_of(blob, offset + offsets_at)
         if target_offset < entry_size or next_offset < target_offset:
@@ -216,21 +216,17 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
         if offset + next_offset > length:
             break  # nor read past its end
         masked[offset + ip_size : offset + entry_size] = zeros
-        sizes.append(next_offset)
         name_at = offset + target_offset + 2
         if not blob[name_at]:  # the standard target: a verdict, or a jump when >= 0
             verdict_at = name_at + 30
-            if verdict_at + VERDICT.size > length:
+            if verdict_at > last_verdict:
                 break
             verdict = verdict_of(blob, verdict_at)[0]
             if verdict >= 0:
                 jumps.append((verdict_at, verdict, offset in starts))
-            rules.append((offset, verdict, bool(blob[offset + flag_at] & goto_flag)))
         elif blob[name_at : name_at + 6] == b"ERROR\0":  # a user chain's head
             walked.heads.append(offset)
             starts[offset + next_offset] = _text(blob[name_at + 30 : name_at + 62])
-        else:
-            rules.append((offset, None, False))  # another target (LOG, REJECT, MARK, ...)
         offset += next_offset
     walked.end = offset
     return walked
@@ -242,25 +238,34 @@ def _name_jumps(walked: _Walked, bounds: list[int], chain_of: list[str]) -> dict
     from zlib import crc32
 
     view: dict[str, object] = {}
-    index = 0
+    index, last, masked, starts = 0, len(bounds) - 1, walked.masked, walked.starts
+    checksums: dict[int, bytes] = {}  # jumped-to offset -> its name's checksum
     for verdict_at, verdict, first in walked.jumps:  # in table order, like the bounds
-        while index + 1 < len(bounds) and bounds[index + 1] <= verdict_at:
+        while index < last and bounds[index + 1] <= verdict_at:
             index += 1
-        target = walked.starts.get(verdict, f"@{verdict}")
-        walked.masked[verdict_at : verdict_at + 4] = crc32(target.encode()).to_bytes(4, "little")
+        checksum = checksums.get(verdict)
+        if checksum is None:
+            name = starts.get(verdict, f"@{verdict}")
+            checksum = checksums[verdict] = crc32(name.encode()).to_bytes(4, "little")
+        masked[verdict_at : verdict_at + 4] = checksum
         chain = chain_of[index]
-        if chain in HOOK_NAMES and target.startswith(PREFIX):
+        if chain in BUILTIN_NAMES:
+            target = starts.get(verdict, f"@{verdict}")
+            if not target.startswith(PREFIX):
+                continue
             mark = "@below" if target in FIRST and not first else ""
             view[chain] = (*view.get(chain, ()), target + mark)
     return view
 
 
-def _rules_by_chain(rules, bounds, chain_of):
-    """chain -> its rules as (verdict, goto), found when asked for: the built-in chains and
-    the few chains their rules ahead of nm-zones' jump lead to, not the whole table's."""
+def _rules_by_chain(walked: _Walked, bounds, chain_of):
+    """chain -> its rules as (verdict or None for another target, goto), read from the
+    table when asked: the built-in chains and the few chains their rules ahead of nm-zones'
+    jump lead to, not the whole table's (the walk stays one short loop per entry)."""
     from bisect import bisect_left
 
-    offsets = [offset for offset, _, _ in rules]
+    blob, (_, offsets_at, entry_size) = walked.blob, LAYOUT[walked.family]
+    flag_at, goto_flag = GOTO_FLAG[walked.family]
     begins = {chain: bounds[index] for index, chain in enumerate(chain_of) if chain}
 
     def rules_of(chain: str) -> list[tuple[int | None, bool]]:
@@ -268,20 +273,31 @@ def _rules_by_chain(rules, bounds, chain_of):
         if begin is None:
             return []
         after = bisect_left(bounds, begin) + 1
-        end = bounds[after] if after < len(bounds) else begin
-        first, last = bisect_left(offsets, begin), bisect_left(offsets, end)
-        return [(verdict, goto) for _, verdict, goto in rules[first:last]]
+        end = min(bounds[after] if after < len(bounds) else begin, walked.end)
+        found, offset = [], begin
+        while offset < end:  # entries the walk found whole, none of them an ERROR head
+            target_offset, next_offset = ENTRY_OFFSETS.unpack_from(blob, offset + offsets_at)
+            if target_offset < entry_size or next_offset < target_offset:
+                break  # not where an entry starts (a hook offset we do not understand)
+            name_at = offset + target_offset + 2
+            if blob[name_at]:
+                found.append((None, False))  # another target (LOG, REJECT, MARK, ...)
+            else:
+                verdict = VERDICT.unpack_from(blob, name_at + 30)[0]
+                found.append((verdict, bool(blob[offset + flag_at] & goto_flag)))
+            offset += next_offset
+        return found
 
     return rules_of
 
 
-def _bypasses(rules, bounds, chain_of, starts) -> dict[str, tuple[int, ...]]:
+def _bypasses(walked: _Walked, bounds, chain_of) -> dict[str, tuple[int, ...]]:
     """{"INPUT bypass": (rule numbers, from 1)} for each built-in chain where another
     program's rule ahead of nm-zones' first jump can accept a packet before nm-zones sees it:
     an ACCEPT, a RETURN (the policy decides), a goto (its RETURN does too), or a jump to a
     chain that can accept. Other rules ahead (a DROP, a LOG, docker's DOCKER-USER that
     returns) change nothing nm-zones promises, and are left alone."""
-    rules_of = _rules_by_chain(rules, bounds, chain_of)
+    rules_of, starts = _rules_by_chain(walked, bounds, chain_of), walked.starts
     memo: dict[str, bool] = {}
 
     def can_accept(chain: str) -> bool:
@@ -345,7 +361,7 @@ class HeldTables:
             return dict(kept[2])
         walked = _walk(family, hooks, blob)
         view = _view_of_walked(walked)
-        self._kept[(family, table)] = (hooks, _Proof(family, walked.sizes, blob), view)
+        self._kept[(family, table)] = (hooks, _Proof(family, blob), view)
         return dict(view)
 
 
@@ -355,21 +371,36 @@ class _Proof:
     once, or reads it again after a commit of its own that changed its length (most do),
     pays only for keeping a reference to what it read."""
 
-    def __init__(self, family: str, sizes: list[int], blob: bytes):
-        self._source: tuple[str, list[int], bytes] | None = (family, sizes, blob)
+    def __init__(self, family: str, blob: bytes):
+        self._source: tuple[str, bytes] | None = (family, blob)
         self._compared = Struct("")
         self._bytes = b""
 
     def matches(self, blob: bytes) -> bool:
         if self._source is not None:
-            family, sizes, kept = self._source
+            family, kept = self._source
             if len(kept) != len(blob):
                 return False  # a commit of this process changed it: nothing to build
-            self._compared = _compared_bytes(family, sizes, len(kept))
+            self._compared = _compared_bytes(family, _entry_sizes(family, kept), len(kept))
             self._bytes, self._source = b"".join(self._compared.unpack(kept)), None
         if self._compared.size != len(blob):
             return False
         return b"".join(self._compared.unpack(blob)) == self._bytes
+
+
+def _entry_sizes(family: str, blob: bytes) -> list[int]:
+    """Each entry's next_offset, in table order, as far as _walk goes."""
+    _, offsets_at, entry_size = LAYOUT[family]
+    offsets_of, sizes, offset, length = ENTRY_OFFSETS.unpack_from, [], 0, len(blob)
+    while offset + entry_size <= length:
+        target_offset, next_offset = offsets_of(blob, offset + offsets_at)
+        if target_offset < entry_size or next_offset < target_offset:
+            break
+        if offset + next_offset > length:
+            break
+        sizes.append(next_offset)
+        offset += next_offset
+    return sizes
 
 
 def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
