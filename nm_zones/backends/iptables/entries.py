@@ -181,6 +181,7 @@ class Entries:
         self.known: dict[tuple[str, tuple], bytes] = {}
         self.added = False
         self.from_file = False  # some entries came from the file, not from this process
+        self.checked: set[tuple[str, tuple]] = set()  # entries from the file found well formed
         if self.path:
             try:
                 data = read_trusted(self.path)
@@ -247,10 +248,19 @@ class Entries:
         return buffer
 
     def buffer(self, family: str, spec: tuple):
-        data = self.entry(family, spec)
-        if self.from_file and not self._well_formed(family, data):
-            self.forget()  # a damaged file: libiptc trusts the sizes inside an entry
+        """The entry as a ctypes buffer. Asked for once per rule committed (a zone-wide
+        change commits the same rules for many interfaces): an entry from the file is
+        checked once."""
+        key = (family, spec)
+        data = self.known.get(key)
+        if data is None:
             data = self.entry(family, spec)
+        if self.from_file and key not in self.checked:
+            if not self._well_formed(family, data):
+                self.forget()  # a damaged file: libiptc trusts the sizes inside an entry
+                data = self.entry(family, spec)
+            else:
+                self.checked.add(key)
         return (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
 
     def _well_formed(self, family: str, data: bytes) -> bool:
