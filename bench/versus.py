@@ -366,6 +366,44 @@ def read_floor(side: Side, runs: int) -> float:
     return float(side.nm.run([PYTHON, "-c", READ_FLOOR, str(runs)]).stdout)
 
 
+COMMIT_FLOOR = """
+import statistics, sys, time
+from nm_zones.backends.nftables.backend import _drop_chains, interface_script
+from nm_zones.backends.nftables.libnft import Nft
+from nm_zones.config.load import load
+from nm_zones.ifname import chain_name
+from nm_zones.paths import Paths
+from nm_zones.ruleset.build import compile_interface
+from nm_zones.ruleset.layout import CHAIN_KINDS
+from nm_zones.ruleset.plan import KernelPlan
+
+interface = "floor0"
+config = load(Paths(config="/nonexistent")).config
+plan = KernelPlan(interface, compile_interface(interface, config.zones["public"],
+                                               config).chains_by_table())
+add = "\\n".join(interface_script(plan, replace=False)) + "\\n"
+undo = "\\n".join(_drop_chains(interface, [chain_name(interface, k) for k in CHAIN_KINDS]))
+nft, times = Nft(), []
+for _ in range(int(sys.argv[1])):
+    start = time.perf_counter()
+    nft.run(add)
+    times.append((time.perf_counter() - start) * 1000)
+    nft.run(undo + "\\n")
+print(statistics.median(times))
+"""
+
+
+def commit_floor(side: Side, runs: int) -> float:
+    """The median time of one libnftables transaction putting a spare interface's `public`
+    chains and map elements into nm-zones' table, in-process as the service commits, in the
+    service's sandbox with the table as it is (removed again after each, untimed): what a
+    switch's commit costs at least with the table's size. The service reads its table whole
+    once afterwards (the generation id moved); an untimed call pays for that."""
+    floor = float(side.nm.run([PYTHON, "-c", COMMIT_FLOOR, str(runs)]).stdout)
+    same(side, 0)
+    return floor
+
+
 def flush_flows(side: Side) -> None:
     side.nm.run([PYTHON, "-c", "from pyroute2 import NFCTSocket\n"
                  "with NFCTSocket() as c: c.flush()"])
@@ -395,6 +433,10 @@ def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000)
                              statistics.median(times[1])))
 
             add("switch1", "D-Bus switch, 1 other bound", interleaved(sides, runs, switch))
+            if backend == "nftables":
+                rows.append(("commitfloor1", "floor: one libnftables transaction of an "
+                             "interface's chains in the service's table, 1 other bound", 0.0,
+                             commit_floor(sides[1], runs)))
             in_work = min(IN_WORK, others)
 
             def bind_all(side: Side) -> None:
@@ -410,6 +452,9 @@ def measure(backend: str, runs: int, others: int, root: str, flows: int = 10000)
             add("switchN", f"D-Bus switch, {others} others bound",
                 interleaved(sides, runs, switch))
             add("noop", f"D-Bus no-op switch, {others} bound", interleaved(sides, runs, same))
+            if backend == "nftables":
+                rows.append(("commitfloorN", "floor: the same transaction, "
+                             f"{others} others bound", 0.0, commit_floor(sides[1], runs)))
             if backend == "iptables":
                 rows.append(("readfloor", f"floor: reading both filter tables once, {others} "
                              "bound (what checking the kernel costs at least)", 0.0,

@@ -49,7 +49,10 @@ def test_targets_quick_prints_every_target(backend):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
-    for label in ROWS:
+    labels = ROWS + (("floor: one libnftables transaction of an interface's chains in the "
+                      "service's table, 1 other bound", "floor: the same transaction, 2 "
+                      "others bound") if backend == "nftables" else ())
+    for label in labels:
         assert any(label in row for row in rows), f"no row {label!r}:\n{result.stdout}"
     met = sum(row.endswith("| met |") for row in rows)
     bounded = sum("| bounded: " in row for row in rows)
@@ -106,3 +109,29 @@ def test_a_switch_as_a_process_is_bounded_by_its_start_and_the_floors_growth(mon
         "bounded: starting Python as the launchers do takes 12.0 ms, the floor's tool 13.5 ms "
         "more with 200 bound than with none, so at least 25.50")
     assert verdicts[4] == "NOT met"  # apply's 30
+
+
+@pytest.mark.pure
+def test_the_nftables_dbus_switch_with_many_bound_is_bounded_by_its_own_commit(monkeypatch):
+    """The D-Bus switch with N bound against 1 bound is bounded by what one libnftables
+    transaction in the service's table takes more with N bound than with 1, measured there
+    in the same run; the process floors (another namespace, from none bound) do not count."""
+    monkeypatch.syspath_prepend(os.path.join(REPO, "bench"))
+    import targets
+
+    def rows(one: float, many: float, floor1: float, floor_n: float) -> dict:
+        figures = {"switch1": one, "switchN": many, "noop": 2.0, "reload": 50.0,
+                   "reload_call": 15.0, "port": 70.0, "rss": 30.0, "startup": 100.0,
+                   "commitfloor1": floor1, "commitfloorN": floor_n}
+        table = {key: (key, key, 10.0 * value, value) for key, value in figures.items()}
+        table["lost"] = ("lost", "lost", 3.0, 0.0)
+        return table
+
+    processes = {"floor": [3.0], "floor200": [30.0]}  # grows 27 ms: must not be used
+    judged = targets.daemon_targets("nftables", rows(5.0, 7.5, 2.0, 3.5), processes, 200)[2]
+    assert judged.verdict() == (
+        "bounded: its commit alone takes 1.5 ms more with 200 bound, so at least 1.30")
+    judged = targets.daemon_targets("nftables", rows(5.0, 7.5, 2.0, 2.5), processes, 200)[2]
+    assert judged.verdict() == "NOT met"  # at least 1.10: within 1.2
+    judged = targets.daemon_targets("nftables", rows(5.0, 5.5, 2.0, 3.5), processes, 200)[2]
+    assert judged.verdict() == "met"
