@@ -15,6 +15,8 @@ Each sandbox has the interface `t0` that the switches use and `--others` more ve
 30 of the others are bound to zone work, the rest to public. Rows:
 
   switch           changeZoneOfInterface home <-> public of t0, with 1 and with N others bound
+  commit floor     (nftables) after each: one libnftables transaction of a spare interface's
+                   chains in nm-zones' table, in its sandbox, in-process as the service commits
   no-op switch     changeZoneOfInterface to the zone t0 already has (firewalld answers
                    ZONE_ALREADY_SET, nm-zones success: both count)
   reload, edited   the command (`firewall-cmd --reload`, `nm-zones reload`) after zone work,
