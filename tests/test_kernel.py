@@ -564,6 +564,36 @@ def test_a_table_read_again_is_walked_again_exactly_when_its_rules_changed(lab):
     assert verdict[0][incoming] != foreign[0][incoming]
 
 
+DAMAGED_READER = """
+import random
+from nm_zones.backends.iptables import held
+random.seed(25)
+for family in ("ipv4", "ipv6"):
+    hooks, blob = held.table_blob(family, "filter")
+    for trial in range(300):
+        damaged = bytearray(blob[: random.randrange(len(blob))] if trial % 2 else blob)
+        for _ in range(random.randrange(6)):
+            damaged[random.randrange(len(damaged))] = random.randrange(256)
+        offsets = tuple(h if h < 0 or random.random() < 0.5 else random.randrange(len(blob))
+                        for h in hooks)
+        held.view_of(family, offsets, bytes(damaged))  # whatever it finds, it returns
+print("read")
+"""
+
+
+def test_a_damaged_table_gives_a_view_never_an_exception(lab):
+    """The kernel hands out only well-formed tables, but the walk and the check for rules
+    ahead of nm-zones' jump read offsets from the entries themselves: a table cut short, with
+    bytes changed, or with hook offsets that are no entry's ends in a view (which then
+    differs: the table is rebuilt), never in an exception or a loop."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.shell("iptables-legacy -N FOREIGN; iptables-legacy -I INPUT -j FOREIGN; "
+              "iptables-legacy -A FOREIGN -p tcp --dport 80 -j ACCEPT")
+    result = lab.run(lab.zoned, [PYTHON, "-c", DAMAGED_READER], timeout=300)
+    assert result.stdout.split() == ["read"], result.stderr
+
+
 # -- a commit's view against the view checked before it (pure: views as dicts) -------------
 
 CHECKED = {

@@ -43,6 +43,7 @@ ACCEPT, RETURN = -2, -5
 # where struct ipt_ip / ip6t_ip6 keeps its flags, and the flag that makes a jump a goto
 GOTO_FLAG = {"ipv4": (82, 0x02), "ipv6": (131, 0x04)}
 ENTRY_OFFSETS = Struct("<HH")  # an entry's target_offset and next_offset
+TARGET_SIZE = 32  # struct xt_entry_target: every entry's target has at least its size and name
 VERDICT = Struct("<i")  # a standard target's verdict, 32 bytes into the target
 
 
@@ -211,7 +212,7 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     last_verdict = length - VERDICT.size
     while offset + entry_size <= length:
         target_offset, next_offset = offsets_of(blob, offset + offsets_at)
-        if target_offset < entry_size or next_offset < target_offset:
+        if target_offset < entry_size or next_offset < target_offset + TARGET_SIZE:
             break  # not an entry: never loop forever on a table we do not understand
         if offset + next_offset > length:
             break  # nor read past its end
@@ -275,11 +276,15 @@ def _rules_by_chain(walked: _Walked, bounds, chain_of):
         after = bisect_left(bounds, begin) + 1
         end = min(bounds[after] if after < len(bounds) else begin, walked.end)
         found, offset = [], begin
-        while offset < end:  # entries the walk found whole, none of them an ERROR head
+        # entries the walk found whole, none of them an ERROR head; the checks are _walk's,
+        # for a begin that is no entry's (the kernel never hands out such a hook offset)
+        while offset + entry_size <= end:
             target_offset, next_offset = ENTRY_OFFSETS.unpack_from(blob, offset + offsets_at)
-            if target_offset < entry_size or next_offset < target_offset:
-                break  # not where an entry starts (a hook offset we do not understand)
+            if target_offset < entry_size or next_offset < target_offset + TARGET_SIZE:
+                break
             name_at = offset + target_offset + 2
+            if offset + next_offset > end or name_at + 30 + VERDICT.size > len(blob):
+                break
             if blob[name_at]:
                 found.append((None, False))  # another target (LOG, REJECT, MARK, ...)
             else:
@@ -394,7 +399,7 @@ def _entry_sizes(family: str, blob: bytes) -> list[int]:
     offsets_of, sizes, offset, length = ENTRY_OFFSETS.unpack_from, [], 0, len(blob)
     while offset + entry_size <= length:
         target_offset, next_offset = offsets_of(blob, offset + offsets_at)
-        if target_offset < entry_size or next_offset < target_offset:
+        if target_offset < entry_size or next_offset < target_offset + TARGET_SIZE:
             break
         if offset + next_offset > length:
             break
