@@ -213,8 +213,11 @@ class Entries:
         self.added = True
 
     def entry(self, family: str, spec: tuple) -> bytes:
-        self.ensure(family, (spec,))
-        return self.known[(family, spec)]
+        data = self.known.get((family, spec))
+        if data is None:  # asked for once per rule committed: most are known
+            self.ensure(family, (spec,))
+            data = self.known[(family, spec)]
+        return data
 
     def dispatch(
         self,
@@ -252,9 +255,7 @@ class Entries:
         change commits the same rules for many interfaces): an entry from the file is
         checked once."""
         key = (family, spec)
-        data = self.known.get(key)
-        if data is None:
-            data = self.entry(family, spec)
+        data = self.entry(family, spec)
         if self.from_file and key not in self.checked:
             if not self._well_formed(family, data):
                 self.forget()  # a damaged file: libiptc trusts the sizes inside an entry
