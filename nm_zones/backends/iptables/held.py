@@ -213,9 +213,9 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     while offset + entry_size <= length:
         target_offset, next_offset = offsets_of(blob, offset + offsets_at)
         if target_offset < entry_size or next_offset < target_offset + TARGET_SIZE:
-            break  # not an entry: never loop forever on a table we do not understand
+            break  # _entries' checks, inline
         if offset + next_offset > length:
-            break  # nor read past its end
+            break
         masked[offset + ip_size : offset + entry_size] = zeros
         name_at = offset + target_offset + 2
         if not blob[name_at]:  # the standard target: a verdict, or a jump when >= 0
@@ -240,20 +240,17 @@ def _name_jumps(walked: _Walked, bounds: list[int], chain_of: list[str]) -> dict
 
     view: dict[str, object] = {}
     index, last, masked, starts = 0, len(bounds) - 1, walked.masked, walked.starts
-    checksums: dict[int, bytes] = {}  # jumped-to offset -> its name's checksum
+    named: dict[int, tuple[str, bytes]] = {}  # jumped-to offset -> its name, its checksum
     for verdict_at, verdict, first in walked.jumps:  # in table order, like the bounds
         while index < last and bounds[index + 1] <= verdict_at:
             index += 1
-        checksum = checksums.get(verdict)
-        if checksum is None:
+        target_named = named.get(verdict)
+        if target_named is None:
             name = starts.get(verdict, f"@{verdict}")
-            checksum = checksums[verdict] = crc32(name.encode()).to_bytes(4, "little")
-        masked[verdict_at : verdict_at + 4] = checksum
+            target_named = named[verdict] = (name, crc32(name.encode()).to_bytes(4, "little"))
+        target, masked[verdict_at : verdict_at + 4] = target_named
         chain = chain_of[index]
-        if chain in BUILTIN_NAMES:
-            target = starts.get(verdict, f"@{verdict}")
-            if not target.startswith(PREFIX):
-                continue
+        if chain in BUILTIN_NAMES and target.startswith(PREFIX):
             mark = "@below" if target in FIRST and not first else ""
             view[chain] = (*view.get(chain, ()), target + mark)
     return view
@@ -265,7 +262,7 @@ def _rules_by_chain(walked: _Walked, bounds, chain_of):
     jump lead to, not the whole table's (the walk stays one short loop per entry)."""
     from bisect import bisect_left
 
-    blob, (_, offsets_at, entry_size) = walked.blob, LAYOUT[walked.family]
+    blob = walked.blob
     flag_at, goto_flag = GOTO_FLAG[walked.family]
     begins = {chain: bounds[index] for index, chain in enumerate(chain_of) if chain}
 
@@ -275,22 +272,18 @@ def _rules_by_chain(walked: _Walked, bounds, chain_of):
             return []
         after = bisect_left(bounds, begin) + 1
         end = min(bounds[after] if after < len(bounds) else begin, walked.end)
-        found, offset = [], begin
-        # entries the walk found whole, none of them an ERROR head; the checks are _walk's,
-        # for a begin that is no entry's (the kernel never hands out such a hook offset)
-        while offset + entry_size <= end:
-            target_offset, next_offset = ENTRY_OFFSETS.unpack_from(blob, offset + offsets_at)
-            if target_offset < entry_size or next_offset < target_offset + TARGET_SIZE:
-                break
+        found = []
+        # entries the walk found whole, none of them an ERROR head; _entries' checks are for
+        # a begin that is no entry's (the kernel never hands out such a hook offset)
+        for offset, target_offset, _ in _entries(walked.family, blob, begin, end):
             name_at = offset + target_offset + 2
-            if offset + next_offset > end or name_at + 30 + VERDICT.size > len(blob):
-                break
             if blob[name_at]:
                 found.append((None, False))  # another target (LOG, REJECT, MARK, ...)
+            elif name_at + 30 + VERDICT.size > len(blob):
+                break
             else:
                 verdict = VERDICT.unpack_from(blob, name_at + 30)[0]
                 found.append((verdict, bool(blob[offset + flag_at] & goto_flag)))
-            offset += next_offset
         return found
 
     return rules_of
@@ -393,19 +386,25 @@ class _Proof:
         return b"".join(self._compared.unpack(blob)) == self._bytes
 
 
-def _entry_sizes(family: str, blob: bytes) -> list[int]:
-    """Each entry's next_offset, in table order, as far as _walk goes."""
+def _entries(family: str, blob: bytes, begin: int, end: int):
+    """(offset, target_offset, next_offset) of each entry from `begin` up to `end`, as far
+    as they are entries whole (_walk makes the same checks inline: it runs once per entry of
+    every table read)."""
     _, offsets_at, entry_size = LAYOUT[family]
-    offsets_of, sizes, offset, length = ENTRY_OFFSETS.unpack_from, [], 0, len(blob)
-    while offset + entry_size <= length:
+    offsets_of, offset = ENTRY_OFFSETS.unpack_from, begin
+    while offset + entry_size <= end:
         target_offset, next_offset = offsets_of(blob, offset + offsets_at)
         if target_offset < entry_size or next_offset < target_offset + TARGET_SIZE:
-            break
-        if offset + next_offset > length:
-            break
-        sizes.append(next_offset)
+            return  # not an entry: never loop forever on a table we do not understand
+        if offset + next_offset > end:
+            return  # nor read past its end
+        yield offset, target_offset, next_offset
         offset += next_offset
-    return sizes
+
+
+def _entry_sizes(family: str, blob: bytes) -> list[int]:
+    """Each entry's next_offset, in table order."""
+    return [size for _, _, size in _entries(family, blob, 0, len(blob))]
 
 
 def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
