@@ -92,6 +92,25 @@ def spawn(
     return elapsed, usage.ru_maxrss
 
 
+def nft_floor_scripts(interface: str) -> tuple[str, str]:
+    """The nftables floor's scripts: one interface's `public` chains and map elements put
+    into nm-zones' table, and taken out again (bench/versus.py times the first in-process)."""
+    from nm_zones.backends.nftables.backend import _drop_chains, interface_script
+    from nm_zones.config.load import load
+    from nm_zones.ifname import chain_name
+    from nm_zones.paths import Paths
+    from nm_zones.ruleset.build import compile_interface
+    from nm_zones.ruleset.layout import CHAIN_KINDS
+    from nm_zones.ruleset.plan import KernelPlan
+
+    config = load(Paths(config="/nonexistent")).config
+    ruleset = compile_interface(interface, config.zones["public"], config)
+    plan = KernelPlan(interface, ruleset.chains_by_table())
+    chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
+    return ("\n".join(interface_script(plan, replace=False)) + "\n",
+            "\n".join(_drop_chains(interface, chains)) + "\n")
+
+
 class Bench:
     def __init__(self, runs: int, tmp: str, backend: str = "iptables"):
         self.runs = runs
@@ -184,22 +203,11 @@ class Bench:
     def nft_floor(self, interface: str) -> list[float]:
         """`nft -f` loading one interface's `public` chains and map elements into nm-zones'
         table (made first when absent), one process; removed again after each run, untimed."""
-        from nm_zones.backends.nftables.backend import _drop_chains, interface_script, table_script
-        from nm_zones.config.load import load
-        from nm_zones.ifname import chain_name
-        from nm_zones.paths import Paths
-        from nm_zones.ruleset.build import compile_interface
-        from nm_zones.ruleset.layout import CHAIN_KINDS
-        from nm_zones.ruleset.plan import KernelPlan
+        from nm_zones.backends.nftables.backend import table_script
 
-        config = load(Paths(config="/nonexistent")).config
-        ruleset = compile_interface(interface, config.zones["public"], config)
-        plan = KernelPlan(interface, ruleset.chains_by_table())
         nft = shutil.which("nft")
         spawn([nft, "-f", "-"], self.env, ("\n".join(table_script()) + "\n").encode())
-        load_text = ("\n".join(interface_script(plan, replace=False)) + "\n").encode()
-        chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
-        undo = ("\n".join(_drop_chains(interface, chains)) + "\n").encode()
+        load_text, undo = (script.encode() for script in nft_floor_scripts(interface))
         times = []
         for _ in range(self.runs):
             times.append(spawn([nft, "-f", "-"], self.env, load_text)[0])

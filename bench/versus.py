@@ -370,27 +370,17 @@ def read_floor(side: Side, runs: int) -> float:
 
 COMMIT_FLOOR = """
 import statistics, sys, time
-from nm_zones.backends.nftables.backend import _drop_chains, interface_script
+sys.path.insert(0, sys.argv[2])
+from bench import nft_floor_scripts
 from nm_zones.backends.nftables.libnft import Nft
-from nm_zones.config.load import load
-from nm_zones.ifname import chain_name
-from nm_zones.paths import Paths
-from nm_zones.ruleset.build import compile_interface
-from nm_zones.ruleset.layout import CHAIN_KINDS
-from nm_zones.ruleset.plan import KernelPlan
 
-interface = "floor0"
-config = load(Paths(config="/nonexistent")).config
-plan = KernelPlan(interface, compile_interface(interface, config.zones["public"],
-                                               config).chains_by_table())
-add = "\\n".join(interface_script(plan, replace=False)) + "\\n"
-undo = "\\n".join(_drop_chains(interface, [chain_name(interface, k) for k in CHAIN_KINDS]))
+add, undo = nft_floor_scripts("floor0")
 nft, times = Nft(), []
 for _ in range(int(sys.argv[1])):
     start = time.perf_counter()
     nft.run(add)
     times.append((time.perf_counter() - start) * 1000)
-    nft.run(undo + "\\n")
+    nft.run(undo)
 print(statistics.median(times))
 """
 
@@ -401,7 +391,8 @@ def commit_floor(side: Side, runs: int) -> float:
     service's sandbox with the table as it is (removed again after each, untimed): what a
     switch's commit costs at least with the table's size. The service reads its table whole
     once afterwards (the generation id moved); an untimed call pays for that."""
-    floor = float(side.nm.run([PYTHON, "-c", COMMIT_FLOOR, str(runs)]).stdout)
+    bench_folder = os.path.dirname(os.path.abspath(__file__))
+    floor = float(side.nm.run([PYTHON, "-c", COMMIT_FLOOR, str(runs), bench_folder]).stdout)
     same(side, 0)
     return floor
 
