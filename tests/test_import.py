@@ -287,13 +287,8 @@ def saved_rules(lab) -> str:
     )
 
 
-@pytest.mark.parametrize("door", ["hook up", "nm-zones apply", "nm-zones reload"])
-def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door):
-    bound, unbound = lab.add_link(), lab.add_link()
-    lab.listen()
-    lab.nm_zones("reload")  # hooks and the catch-all
-    lab.nm_zones("apply", bound.name, "home")
-    before = saved_rules(lab)
+def broken_python_iptables(tmp_path) -> str:
+    """A python-iptables whose import fails as one whose libip4tc is gone would."""
     broken = tmp_path / "broken"
     (broken / "iptc").mkdir(parents=True)
     (broken / "iptc" / "version.py").write_text('__version__ = "9.9.9"\n')
@@ -301,16 +296,13 @@ def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door
         'raise OSError("libip4tc.so.2: cannot open shared object file:\\n'
         ' No such file or directory")\n'
     )
-    if door == "hook up":
-        argv = [PYTHON, HOOK, unbound.name, "up"]
-    elif door == "nm-zones apply":
-        argv = [PYTHON, "-m", "nm_zones", "apply", unbound.name, "work"]
-    else:  # as at boot, with a zone file changed since
-        os.makedirs(os.path.join(lab.config_dir, "zones.d"), mode=0o755, exist_ok=True)
-        with open(os.path.join(lab.config_dir, "zones.d", "home.yaml"), "w") as stream:
-            stream.write("services: [ssh]\n")
-        argv = [PYTHON, "-m", "nm_zones", "reload"]
-    env = lab.env(PYTHONPATH=f"{broken}:{REPO}", CONNECTION_ID="x")
+    return str(broken)
+
+
+def run_in_syslog_sandbox(lab, tmp_path, argv: list[str], pythonpath: str) -> dict:
+    """Run argv in the lab's namespace with a private /dev/log: its exit status, output and
+    the syslog records it sent."""
+    env = lab.env(PYTHONPATH=f"{pythonpath}:{REPO}", CONNECTION_ID="x")
     sandbox = subprocess.run(
         [
             "unshare",
@@ -332,7 +324,29 @@ def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door
         timeout=60,
     )
     assert sandbox.returncode == 0, sandbox.stderr
-    result = json.loads(sandbox.stdout)
+    return json.loads(sandbox.stdout)
+
+
+@pytest.mark.parametrize("door", ["hook up", "nm-zones apply", "nm-zones reload"])
+def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door):
+    """A run that must build an entry (none are kept: a new install, a new kernel) cannot
+    do without python-iptables."""
+    bound, unbound = lab.add_link(), lab.add_link()
+    lab.listen()
+    lab.nm_zones("reload")  # hooks and the catch-all
+    lab.nm_zones("apply", bound.name, "home")
+    before = saved_rules(lab)
+    os.unlink(os.path.join(lab.state_dir, "entries"))
+    if door == "hook up":
+        argv = [PYTHON, HOOK, unbound.name, "up"]
+    elif door == "nm-zones apply":
+        argv = [PYTHON, "-m", "nm_zones", "apply", unbound.name, "work"]
+    else:  # as at boot, with a zone file changed since
+        os.makedirs(os.path.join(lab.config_dir, "zones.d"), mode=0o755, exist_ok=True)
+        with open(os.path.join(lab.config_dir, "zones.d", "home.yaml"), "w") as stream:
+            stream.write("services: [ssh]\n")
+        argv = [PYTHON, "-m", "nm_zones", "reload"]
+    result = run_in_syslog_sandbox(lab, tmp_path, argv, broken_python_iptables(tmp_path))
     assert result["returncode"] == 1 and result["stdout"] == "", result
     lines = result["stderr"].splitlines()
     assert len(lines) == 1, result["stderr"]
@@ -345,3 +359,25 @@ def test_python_iptables_that_cannot_be_imported_is_one_line(lab, tmp_path, door
     assert saved_rules(lab) == before  # the catch-all and the bound interface stay
     assert probe_ssh_and_8080(lab, bound) == FILTERED
     assert probe_ssh_and_8080(lab, unbound) == FILTERED  # the catch-all: public
+
+
+@pytest.mark.parametrize("door", ["hook up", "nm-zones apply"])
+def test_a_run_with_every_entry_known_never_imports_python_iptables(lab, tmp_path, door):
+    """Entries kept from earlier runs are committed through libiptc alone: the run puts the
+    zone in place even where python-iptables cannot be imported at all."""
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("reload")
+    lab.nm_zones("apply", link.name, "trusted")  # builds and keeps the entries of trusted
+    lab.nm_zones("apply", link.name, "public")
+    assert probe_ssh_and_8080(lab, link) == FILTERED
+    if door == "hook up":  # the connection's zone, as the admin's map gives it
+        with open(os.path.join(lab.config_dir, "connections-map.yaml"), "w") as stream:
+            stream.write("connections:\n  x: trusted\n")
+        argv = [PYTHON, HOOK, link.name, "up"]
+    else:
+        argv = [PYTHON, "-m", "nm_zones", "apply", link.name, "trusted"]
+    result = run_in_syslog_sandbox(lab, tmp_path, argv, broken_python_iptables(tmp_path))
+    assert result["returncode"] == 0 and result["stderr"] == "", result
+    assert interface_rules(lab, link.name, "ipv4") and interface_rules(lab, link.name, "ipv6")
+    assert probe_ssh_and_8080(lab, link) == ["accepted"] * 4

@@ -125,22 +125,21 @@ NM_ZONES = [
 # Each backend's own: nothing of the other's.
 BACKEND = {
     "iptables": [
-        "_bisect",
+        "_bisect",  # held.py's walk
         "bisect",
-        "ctypes",  # python-iptables is built on it (nftables: libnft.py uses _ctypes alone)
-        "ctypes._endian",
         "errno",
-        "zlib",
-        "iptc",
-        "iptc.*",
+        "zlib",  # held.py's checksums of chain names
         "nm_zones.backends.iptables",
         "nm_zones.backends.iptables.backend",
         "nm_zones.backends.iptables.entries",
         "nm_zones.backends.iptables.held",
         "nm_zones.backends.iptables.iptc_env",
         "nm_zones.backends.iptables.kernel",
+        "nm_zones.backends.iptables.libiptc",
+        "nm_zones.backends.clib",
     ],
     "nftables": [
+        "nm_zones.backends.clib",
         "nm_zones.backends.nftables",
         "nm_zones.backends.nftables.backend",
         "nm_zones.backends.nftables.libnft",

@@ -543,8 +543,10 @@ def test_a_zone_switch_imports_only_the_event_path(lab, tmp_path):
         )
     assert {"yaml", "nm_zones.config.load"} <= imported["home", "up"]  # compiles, once
     for switch in (("public", "reapply"), ("home", "reapply")):
-        # python-iptables for iptables; nftables needs neither it nor a Python binding
-        assert ("iptc" in imported[switch]) != nftables, imported[switch]
+        # no Python binding beyond _ctypes: on iptables the first event built and kept the
+        # entries of both zones (public's for the catch-all), so libiptc commits them as
+        # they are; python-iptables is imported only to build an entry never seen
+        assert not {"iptc", "ctypes"} & imported[switch], imported[switch]
         heavy = {"yaml", "dataclasses", "json", "re", "enum", "subprocess", "pickle"}
         heavy |= {"nm_zones.config.model", "nm_zones.config.load"}
         heavy |= {"nm_zones.ruleset.build", "nm_zones.ruleset.rules"}

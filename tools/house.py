@@ -34,9 +34,10 @@ PACKAGE = "nm_zones"
 LONG_FUNCTION = 60  # lines, body and signature
 EVENT_PATH_FUNCTION = 45  # lines, for the functions of the modules a hook event imports
 EVENT_PATH = (  # `.*`: the package and everything in it
-    "addresses", "backends", "backends.common", "backends.views", "backends.iptables",
-    "backends.iptables.backend", "backends.iptables.entries", "backends.iptables.held",
-    "backends.iptables.iptc_env", "backends.iptables.kernel", "backends.nftables",
+    "addresses", "backends", "backends.clib", "backends.common", "backends.views",
+    "backends.iptables", "backends.iptables.backend", "backends.iptables.entries",
+    "backends.iptables.held", "backends.iptables.iptc_env", "backends.iptables.kernel",
+    "backends.iptables.libiptc", "backends.nftables",
     "backends.nftables.backend", "backends.nftables.libnft", "backends.nftables.nfnetlink",
     "backends.nftables.view", "config", "config.appname", "config.load", "config.model",
     "config.yamlsource", "digest", "doors", "doors.event", "engine", "engine.*", "errors",

@@ -73,7 +73,12 @@ def _mark(label: str) -> list[Rule]:
     flows (FTP data) inherit their master's mark. The catch-all and source chains set none."""
     if label in SHARED_LABELS:
         return []
-    return [Rule("CONNMARK", (("set-xmark", flow_mark_option(label)),), matches=(_state("NEW"),))]
+    return [flow_mark_rule(label)]
+
+
+def flow_mark_rule(label: str) -> Rule:
+    """The rule of _mark for any interface (the iptables backend keeps one as a template)."""
+    return Rule("CONNMARK", (("set-xmark", flow_mark_option(label)),), matches=(_state("NEW"),))
 
 
 def _port_rule(port: PortRange, option: str, destination: str | None = None) -> Rule:

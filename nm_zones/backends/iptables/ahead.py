@@ -31,14 +31,10 @@ def bypassing_rules(family: str, table: str) -> list[str]:
 
 def _rule_text(family: str, table: str, chain: str, number: int) -> str:
     """The rule in iptables' own words, as far as python-iptables decodes it."""
-    from .entries import open_released_tables
     from .iptc_env import import_iptc
 
     try:
         iptc = import_iptc()
-        # easy commits each table it reads: a table kernel.py freed after its own commit
-        # in this process is read again first, or libiptc is handed NULL
-        open_released_tables(iptc, family)
         rules = iptc.easy.dump_chain(table, chain, ipv6=family == "ipv6")
         return _words(chain, rules[number - 1])
     except Exception as error:  # naming the rule must never hide the warning itself

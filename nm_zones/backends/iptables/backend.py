@@ -1,6 +1,6 @@
-"""The iptables backend: python-iptables on legacy x_tables (kernel.py, entries.py, held.py,
-iptc_env.py next to this file), behind the Backend interface (backends/base.py). One view key
-per (family, table)."""
+"""The iptables backend: libiptc and python-iptables on legacy x_tables (kernel.py,
+libiptc.py, entries.py, held.py, iptc_env.py next to this file), behind the Backend
+interface (backends/base.py). One view key per (family, table)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ ALL_KEYS = frozenset((family, table) for family in FAMILIES for table in TABLE_O
 
 
 def _library_errors(backend) -> tuple:
-    """python-iptables' own errors (not OSErrors): they end at this edge."""
-    iptc = backend.netfilter.iptc
-    return (iptc.IPTCError, iptc.XTablesError)
+    """The libraries' own errors (libiptc's, python-iptables'): they end at this edge."""
+    return backend.netfilter.library_errors()
 
 
 def _kernel_error(error: Exception) -> KernelError:

@@ -4,19 +4,19 @@ python-iptables builds a rule by parsing each option with libxtables, which load
 extension's shared library: about half a millisecond a rule, most of an event's work. An
 entry depends only on the rule and on the kernel and libraries that built it, so entries are
 kept in the state directory, keyed by the rule's spec (ruleset/plan.py), and an event builds
-only the rules it has never seen. The file is not used when the kernel, libxtables,
+only the rules it has never seen: python-iptables is imported then and only then (kernel.py
+commits through libiptc.py). The file is not used when the kernel, libxtables,
 python-iptables or this module changes, nor when anyone but root could have written it; a
 damaged entry is never handed to libiptc, and entries the kernel refuses are built afresh
 (kernel.py).
 
 Dispatch rules (`-i IFACE -j nmz-if-IFACE-in`) name the interface and the chain, so they are
 not kept: each is a copy of one template entry per family, built by python-iptables, with
-the interface, its mask and the jump target written into python-iptables' own structures.
+the interface, its mask and the jump target written into the bytes where x_tables has them.
 """
 
 from __future__ import annotations
 
-import ctypes
 import marshal
 import os
 import struct
@@ -33,44 +33,60 @@ from ...ruleset.plan import (
     Spec,
     make_spec,
 )
+from .held import ENTRY_OFFSETS, GOTO_FLAG, LAYOUT, TARGET_SIZE
 
 ENTRIES_FILE = "entries"
-ENTRIES_VERSION = 1
+ENTRIES_VERSION = 2
 IFNAMSIZ_BYTES = 16
+# where struct ipt_ip / ip6t_ip6 keeps iniface; outiface, iniface_mask and outiface_mask
+# follow it, IFNAMSIZ bytes each
+INTERFACE_FIELDS = {"ipv4": 16, "ipv6": 64}
+# struct xt_entry_target: its size (u16), then the name (of a standard target: the chain's)
+TARGET_NAME_OFFSET, TARGET_NAME_SIZE = 2, 29
+TARGET_SIZE_FIELD = struct.Struct("<H")
+CONNMARK_MARK = struct.Struct("=I")  # a CONNMARK target's ctmark, first in its data
 # struct xt_nflog_info: len (u32), group, threshold, flags (u16), padding, prefix[64]
 NFLOG_PREFIX_SIZE = 64
 NFLOG_INFO = struct.Struct(f"=IHHH2x{NFLOG_PREFIX_SIZE}s")
 NFLOG_THRESHOLD = 0  # as iptables 1.8 leaves it: the kernel sends each packet at once
 TEMPLATE = make_spec("ACCEPT")  # `-j ACCEPT`: retargeted per dispatch rule
+MARK_TEMPLATE_LABEL = "template"  # a flow-marking rule built with each build (_marked)
 
 
-def kernel_identity(iptc) -> tuple:
-    """What entry bytes depend on besides the rule: match revisions are chosen by what the
-    kernel supports, structure layouts by libxtables and python-iptables."""
+def kernel_identity() -> tuple:
+    """What entry bytes depend on besides the rule and the libraries that built them (those
+    are in `library_identity`): the kernel (match revisions are chosen by what it supports)
+    and nm-zones' own code."""
     system = os.uname()
-    library = getattr(iptc.xtables._lib_xtables, "_name", "")
-    try:
-        info = os.stat(library)
-        library_id = (library, info.st_size, info.st_mtime_ns)
-    except OSError:
-        library_id = (library,)
-    version = getattr(getattr(iptc, "version", None), "__version__", "")
     from ...paths import code_identity
 
     code = code_identity(("backends/iptables/entries.py", "ruleset/layout.py"))
-    return (ENTRIES_VERSION, system.release, system.version, version, library_id, code)
+    return (ENTRIES_VERSION, system.release, system.version, code)
 
 
-def open_released_tables(iptc, family: str) -> None:
-    """python-iptables asks every table it has opened whether a target names one of its
-    chains (Target._is_standard_target), and its easy module commits each table it reads
-    (ahead.py), through the handle the kernel backend frees after each commit
-    (kernel._release): a freed one is read again first, or libiptc is handed NULL and the
-    process crashes."""
-    kind = iptc.Table if family == "ipv4" else iptc.Table6
-    for table in list(getattr(kind, "_cache", {}).values()):
-        if getattr(table, "_handle", True) is None:
-            table.refresh()
+def file_identity(path: str) -> tuple:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (path,)
+    return (path, info.st_size, info.st_mtime_ns)
+
+
+def library_identity(iptc) -> tuple:
+    """The files that built entries, as python-iptables loaded them: libxtables (structure
+    layouts) and python-iptables' version file. Kept with the entries, and checked by a
+    stat of each, so that a run that builds nothing never imports python-iptables."""
+    library = getattr(iptc.xtables._lib_xtables, "_name", "")
+    version = getattr(getattr(iptc, "version", None), "__file__", "")
+    return (file_identity(library), file_identity(version))
+
+
+def unchanged(identity) -> bool:
+    """Whether each file of a library_identity is still as it was."""
+    try:
+        return all(file_identity(entry[0]) == tuple(entry) for entry in identity)
+    except (TypeError, IndexError):
+        return False
 
 
 def build_entry(iptc, family: str, spec: Spec) -> bytes:
@@ -116,6 +132,8 @@ def _nflog(iptc, rule, module, options: dict[str, str]) -> None:
         match.final_check()
     prefix = options.get("nflog-prefix", "").encode()[: NFLOG_PREFIX_SIZE - 1]
     data = NFLOG_INFO.pack(0, int(options.get("nflog-group", "0")), NFLOG_THRESHOLD, 0, prefix)
+    import ctypes
+
     start = ctypes.sizeof(iptc.xtables.xt_entry_target)
     ctypes.memmove(ctypes.addressof(module._target_buf.contents) + start, data, len(data))
 
@@ -174,10 +192,11 @@ def _build_in_child(iptc, family: str, specs: list[tuple]) -> list[bytes]:
 class Entries:
     """Entry bytes by (family, spec), from the state directory's file or built now."""
 
-    def __init__(self, iptc, state_dir: str | None):
-        self.iptc = iptc
+    def __init__(self, state_dir: str | None):
         self.path = os.path.join(state_dir, ENTRIES_FILE) if state_dir else None
-        self.identity = kernel_identity(iptc)
+        self.identity = kernel_identity()
+        self.libraries: tuple | None = None  # library_identity of the known entries
+        self.iptc = None  # python-iptables, imported at the first build
         self.known: dict[tuple[str, tuple], bytes] = {}
         self.added = False
         self.from_file = False  # some entries came from the file, not from this process
@@ -185,12 +204,18 @@ class Entries:
         if self.path:
             try:
                 data = read_trusted(self.path)
-                identity, known = marshal.loads(data) if data else (None, None)
-                if identity == self.identity and isinstance(known, dict):
-                    self.known = known
+                identity, libraries, known = marshal.loads(data) if data else (None,) * 3
+                if identity == self.identity and isinstance(known, dict) and unchanged(libraries):
+                    self.known, self.libraries = known, libraries
                     self.from_file = bool(known)
             except (OSError, EOFError, ValueError, TypeError):
                 pass  # none yet, unreadable or untrusted: built again as needed
+
+    def build_errors(self) -> tuple:
+        """python-iptables' own errors, once it is imported: building an entry can raise them."""
+        if self.iptc is None:
+            return ()
+        return (self.iptc.IPTCError, self.iptc.XTablesError)
 
     def forget(self) -> None:
         """Drop every entry: the kernel refused a commit made of kept entries, which may
@@ -199,18 +224,39 @@ class Entries:
 
     def ensure(self, family: str, specs) -> None:
         """Build, in one go, the entries of `specs` not known yet."""
-        missing = [s for s in dict.fromkeys(specs) if (family, s) not in self.known]
+        missing = [
+            spec
+            for spec in dict.fromkeys(specs)
+            if (family, spec) not in self.known and self._marked(family, spec) is None
+        ]
         if not missing:
             return
+        iptc = self._python_iptables()
+        from ...ruleset.build import flow_mark_rule
+
+        flow_mark = flow_mark_rule(MARK_TEMPLATE_LABEL).spec()  # for _marked, kept by save
+        if (family, flow_mark) not in self.known and flow_mark not in missing:
+            missing.append(flow_mark)
         plain = [s for s in missing if s[0] not in NAT_TARGETS]
         nat = [s for s in missing if s[0] in NAT_TARGETS]
-        open_released_tables(self.iptc, family)
-        built = [build_entry(self.iptc, family, spec) for spec in plain]
+        built = [build_entry(iptc, family, spec) for spec in plain]
         if nat:
-            built += _build_in_child(self.iptc, family, nat)
+            built += _build_in_child(iptc, family, nat)
         for spec, entry in zip(plain + nat, built, strict=True):
             self.known[(family, spec)] = entry
         self.added = True
+
+    def _python_iptables(self):
+        """python-iptables, imported now; entries that other libraries built are dropped."""
+        if self.iptc is None:
+            from .iptc_env import import_iptc
+
+            self.iptc = import_iptc()
+            libraries = library_identity(self.iptc)
+            if self.libraries is not None and self.libraries != libraries:
+                self.forget()
+            self.libraries = libraries
+        return self.iptc
 
     def entry(self, family: str, spec: tuple) -> bytes:
         data = self.known.get((family, spec))
@@ -219,6 +265,40 @@ class Entries:
             data = self.known[(family, spec)]
         return data
 
+    def _marked(self, family: str, spec: tuple) -> bytes | None:
+        """The flow-marking rule of a new interface (`-m conntrack --ctstate NEW -j CONNMARK
+        --set-xmark VALUE/MASK`), from the same rule of any interface known: only the mark
+        differs, in the first field of the target's data (struct xt_connmark_tginfo1 and 2:
+        ctmark). A new interface's event builds nothing then."""
+        if spec[TARGET] != "CONNMARK" or len(spec[TARGET_OPTIONS]) != 1:
+            return None
+        option, value = spec[TARGET_OPTIONS][0]
+        mark, _, mask = value.partition("/")
+        if option != "set-xmark" or not mask:
+            return None
+        for (known_family, known), data in self.known.items():
+            if known_family != family or known[TARGET] != "CONNMARK":
+                continue
+            if known[SOURCE:] != spec[SOURCE:]:  # addresses, protocol, matches
+                continue
+            options = known[TARGET_OPTIONS]
+            if len(options) != 1 or options[0][1].partition("/")[2] != mask:
+                continue
+            if not well_formed(family, data):
+                continue
+            mark_at = ENTRY_OFFSETS.unpack_from(data, LAYOUT[family][1])[0] + TARGET_SIZE
+            if mark_at + CONNMARK_MARK.size > len(data):
+                continue
+            try:
+                entry = bytearray(data)
+                CONNMARK_MARK.pack_into(entry, mark_at, int(mark, 0))
+            except (ValueError, struct.error):
+                return None
+            self.known[(family, spec)] = entry = bytes(entry)
+            self.added = True
+            return entry
+        return None
+
     def dispatch(
         self,
         family: str,
@@ -226,78 +306,77 @@ class Entries:
         direction: str = "in",
         interface: str | None = None,
         goto: bool = False,
-    ):
-        """`[-i|-o INTERFACE] -j TARGET` (`-g TARGET` with goto), as a ctypes buffer ready for
+    ) -> bytes:
+        """`[-i|-o INTERFACE] -j TARGET` (`-g TARGET` with goto), as bytes ready for
         libiptc. A trailing `+` in the interface matches every name with that prefix (exempt
         patterns). Direction "src" matches a source address or network (`-s`) instead."""
         if direction == "src":
-            buffer = self.buffer(family, (target, (), interface, None, None, ()))
+            entry = bytearray(self.buffer(family, (target, (), interface, None, None, ())))
             interface = None
         else:
-            buffer = self.buffer(family, TEMPLATE)
-        if family == "ipv4":
-            entry = self.iptc.ip4tc.ipt_entry.from_buffer(buffer)
-            header = entry.ip
-        else:
-            entry = self.iptc.ip6tc.ip6t_entry.from_buffer(buffer)
-            header = entry.ipv6
+            entry = bytearray(self.buffer(family, TEMPLATE))
         if goto:
-            header.flags |= header.IPT_F_GOTO if family == "ipv4" else header.IP6T_F_GOTO
+            flags_at, flag = GOTO_FLAG[family]
+            entry[flags_at] |= flag
         if interface:
-            setattr(header, f"{direction}iface", interface.encode())
-            setattr(header, f"{direction}iface_mask", interface_mask(interface))
-        jump = self.iptc.xtables.xt_entry_target.from_buffer(buffer, entry.target_offset)
-        jump.u.user.name = target.encode()
-        return buffer
+            field = INTERFACE_FIELDS[family] + (0 if direction == "in" else IFNAMSIZ_BYTES)
+            name = interface.encode()[: IFNAMSIZ_BYTES - 1]
+            entry[field : field + IFNAMSIZ_BYTES] = name.ljust(IFNAMSIZ_BYTES, b"\0")
+            mask = field + 2 * IFNAMSIZ_BYTES
+            entry[mask : mask + IFNAMSIZ_BYTES] = interface_mask(interface)
+        name_at = ENTRY_OFFSETS.unpack_from(entry, LAYOUT[family][1])[0] + TARGET_NAME_OFFSET
+        name = target.encode()[: TARGET_NAME_SIZE - 1]
+        entry[name_at : name_at + TARGET_NAME_SIZE] = name.ljust(TARGET_NAME_SIZE, b"\0")
+        return bytes(entry)
 
-    def buffer(self, family: str, spec: tuple):
-        """The entry as a ctypes buffer. Asked for once per rule committed (a zone-wide
+    def buffer(self, family: str, spec: tuple) -> bytes:
+        """The entry, ready for libiptc. Asked for once per rule committed (a zone-wide
         change commits the same rules for many interfaces): an entry from the file is
         checked once."""
         key = (family, spec)
         data = self.entry(family, spec)
         if self.from_file and key not in self.checked:
-            if not self._well_formed(family, data):
+            if not well_formed(family, data):
                 self.forget()  # a damaged file: libiptc trusts the sizes inside an entry
                 data = self.entry(family, spec)
             else:
                 self.checked.add(key)
-        return (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
-
-    def _well_formed(self, family: str, data: bytes) -> bool:
-        kind = self.iptc.ip4tc.ipt_entry if family == "ipv4" else self.iptc.ip6tc.ip6t_entry
-        if len(data) < ctypes.sizeof(kind) + ctypes.sizeof(self.iptc.xtables.xt_entry_target):
-            return False
-        entry = kind.from_buffer_copy(data)
-        if entry.next_offset != len(data) or not ctypes.sizeof(kind) <= entry.target_offset:
-            return False
-        if entry.target_offset + ctypes.sizeof(self.iptc.xtables.xt_entry_target) > len(data):
-            return False
-        target = self.iptc.xtables.xt_entry_target.from_buffer_copy(data, entry.target_offset)
-        return target.u.target_size == len(data) - entry.target_offset
+        return data
 
     def save(self, keep=None) -> None:
         """Write the file when entries were built; `keep(family, spec)` says which to keep
         (the compiled config's rules, so that entries of old configs do not pile up)."""
-        if not self.added or not self.path:
+        if not self.added or not self.path or self.libraries is None:
             return
         known = {
             k: v for k, v in self.known.items() if keep is None or k[1] == TEMPLATE or keep(*k)
         }
+        data = marshal.dumps((self.identity, self.libraries, known))
         try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
-            write_atomically(self.path, marshal.dumps((self.identity, known)), 0o600)
+            write_atomically(self.path, data, 0o600)
         except OSError:
             pass  # a read-only state dir: the entries are built again next time
         self.added = False
+
+
+def well_formed(family: str, data: bytes) -> bool:
+    """Whether an entry's sizes hold together (libiptc trusts them): its next_offset is its
+    length, and its target, where target_offset puts it, fills the rest exactly."""
+    _, offsets_at, header = LAYOUT[family]
+    if type(data) is not bytes or len(data) < header + TARGET_SIZE:
+        return False
+    target_offset, next_offset = ENTRY_OFFSETS.unpack_from(data, offsets_at)
+    if next_offset != len(data) or not header <= target_offset <= len(data) - TARGET_SIZE:
+        return False
+    return TARGET_SIZE_FIELD.unpack_from(data, target_offset)[0] == len(data) - target_offset
 
 
 def interface_mask(name: str) -> bytes:
     """The interface mask as iptables writes it: 0xff for each byte compared (the name and
     its terminating NUL; only the prefix for `name+`).
 
-    python-iptables 1.2.0 writes 0x01 bytes into IPv6 interface masks, so the kernel would
-    compare only the lowest bit of each character and `-i vz1` would also match `br-`: the
-    masks are written here, for both families alike.
+    (python-iptables 1.2.0 writes 0x01 bytes into IPv6 interface masks, so the kernel would
+    compare only the lowest bit of each character and `-i vz1` would also match `br-`.)
     """
     prefix = name[:-1] if name.endswith("+") else name
     length = len(prefix) if name.endswith("+") else len(prefix) + 1

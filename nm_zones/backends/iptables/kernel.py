@@ -10,13 +10,12 @@ Order of commits: raw, nat, then filter when applying, so that the filter table,
 changes last; filter first when removing, so the catch-all takes over before NAT goes away.
 
 It works on plain plans (plan.KernelPlan: chain names, rule specs, dispatch rules) and
-commits each rule as the entry python-iptables built for it (entries.py), through
-python-iptables' Table: append_entry, insert_entry, delete_entry, commit.
+commits each rule as the entry python-iptables built for it (entries.py), through libiptc's
+own calls (libiptc.py): python-iptables is imported only to build an entry never seen.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import time
@@ -46,7 +45,7 @@ from ..common import (
     faults_from_environment,
 )
 from .held import BYPASS, HOOK_NAMES, HeldTables
-from .iptc_env import import_iptc
+from .libiptc import IPTCError, Table
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
@@ -73,7 +72,7 @@ def owned_chains(interface: str | None) -> frozenset[str]:
 
 
 class Netfilter:
-    """python-iptables, one table of one family at a time.
+    """libiptc, one table of one family at a time.
 
     Plans (plan.KernelPlan) hold rules as specs; `state_dir` is where their entries are
     kept between runs (entries.py), None to build every entry afresh.
@@ -81,11 +80,9 @@ class Netfilter:
 
     def __init__(self, state_dir: str | None = None):
         check_netns_allowed()
-        self.iptc = import_iptc()
         from .entries import Entries
 
-        self.entries = Entries(self.iptc, state_dir)
-        self._opened: set[tuple[str, str]] = set()
+        self.entries = Entries(state_dir)
         # (family, table) -> the view of nm-zones' rules right after this process committed it
         self.views: dict[tuple[str, str], dict | None] = {}
         # (family, table) -> the view the run checked or this process last committed
@@ -94,33 +91,22 @@ class Netfilter:
         self.held = HeldTables()  # every read of a view, its walk skipped when unchanged
         self.faults = faults_from_environment()
 
-    def _read(self, family: str, name: str):
+    def library_errors(self) -> tuple:
+        """The errors of the libraries below: libiptc's, and python-iptables' once imported."""
+        return (IPTCError, *self.entries.build_errors())
+
+    def _read(self, family: str, name: str) -> Table:
         """The table as the kernel holds it now, read once (a read copies every rule of
         the table: with hundreds of interfaces bound it is a large part of an event)."""
-        kind = self.iptc.Table if family == "ipv4" else self.iptc.Table6
-        cached = getattr(kind, "_cache", None)
-        # python-iptables reads a table when it first opens it in a process
-        opened_before = (family, name) in self._opened or cached is None or name in cached
-        table = kind(name)
-        table.autocommit = False
-        if opened_before:
-            table.refresh()
-        self._opened.add((family, name))
-        return table
+        return Table(family, name)
 
-    def _targets(self, table, chain: str) -> list[str]:
-        """The target name of each rule in a chain, without building Rule objects."""
-        names = []
-        entry = table.first_rule(chain)
-        while entry:
-            names.append(_target_name(table, entry))
-            entry = table.next_rule(entry)
-        return names
+    def _targets(self, table: Table, chain: str) -> list[str]:
+        """The target name of each rule in a chain."""
+        return [_name_of(target) for target in table.targets(chain)]
 
-    def _delete_rules(self, table, chain: str, doomed) -> None:
+    def _delete_rules(self, table: Table, chain: str, doomed) -> None:
         for number in sorted(doomed, reverse=True):
-            if table._iptc.iptc_delete_num_entry(chain.encode(), number, table._handle) != 1:
-                raise KernelError(f"cannot delete rule {number} of {chain}: {table.strerror()}")
+            table.delete_rule(chain, number)
 
     def _edit(self, table, family: str, name: str, owned: frozenset[str], plan: tuple) -> bool:
         """Make the table hold `plan` for the `owned` chains; False when it already holds
@@ -191,18 +177,9 @@ class Netfilter:
                 return False  # a hashed token does not give the interface name back
             goto = uses_goto(dispatch_chain, chain)
             entry = self.entries.dispatch(family, chain, direction, token, goto)
-            mask = (ctypes.c_ubyte * len(entry))(*([0xFF] * len(entry)))
-            while True:
-                try:
-                    table.delete_entry(dispatch_chain, entry, mask)
-                except self.iptc.IPTCError:
-                    break
-        references = ctypes.c_uint(0)
-        for chain in present:
-            table._iptc.iptc_get_references(ctypes.byref(references), chain.encode(), table._handle)
-            if references.value:
-                return False
-        return True
+            while table.delete_entry(dispatch_chain, entry):
+                pass
+        return not any(table.references(chain) for chain in present)
 
     def _delete_by_scan(self, table, name: str, owned, catchall: bool) -> None:
         """Delete every dispatch rule that leads to an owned chain (and the catch-all's
@@ -227,10 +204,10 @@ class Netfilter:
         if section == SECTION_CATCHALL:
             return None
         position = 0
-        entry = table.first_rule(chain)
-        while entry and is_source_chain(_target_name(table, entry)):
+        for target in table.targets(chain):
+            if not is_source_chain(_name_of(target)):
+                break
             position += 1
-            entry = table.next_rule(entry)
         return position
 
     def _commit_table(self, family: str, name: str, owned: frozenset[str], plan: tuple) -> None:
@@ -284,15 +261,17 @@ class Netfilter:
                     _release(table)
                     self._record(family, name, touched)
                     return
-                except self.iptc.XTablesError as error:
-                    _release(table)
-                    raise CommitRefused(f"{family} {name}: {error}") from None
-                except self.iptc.IPTCError as error:
+                except IPTCError as error:
                     _release(table)  # drops what was pending
-                    if not _is_eagain(error):
+                    if error.errno != errno.EAGAIN:
                         raise CommitRefused(f"{family} {name}: {error}") from None
                     if attempt == COMMIT_ATTEMPTS - 1:
                         raise KernelError(f"{family} {name}: kept changing under us") from None
+                except Exception as error:
+                    _release(table)
+                    if isinstance(error, self.entries.build_errors()):  # an entry not built
+                        raise CommitRefused(f"{family} {name}: {error}") from None
+                    raise
             time.sleep(0.002 * 2**attempt)
 
     def _record(self, family: str, name: str, touched: frozenset[str] | None) -> None:
@@ -473,13 +452,11 @@ class Netfilter:
             self._delete_chain(table, chain)
         return True
 
-    def _delete_chain(self, table, chain: str) -> None:
+    def _delete_chain(self, table: Table, chain: str) -> None:
         """Delete an emptied chain; one that another program's rule still jumps to stays,
         empty (it returns at once), so that rule is never touched and the commit goes
         through."""
-        references = ctypes.c_uint(0)
-        table._iptc.iptc_get_references(ctypes.byref(references), chain.encode(), table._handle)
-        if not references.value:
+        if not table.references(chain):
             table.delete_chain(chain)
 
 
@@ -492,35 +469,19 @@ def _below_panic(targets: list[str]) -> int:
     return position
 
 
-def _target_name(table, entry) -> str:
-    target = table.get_target(entry)
-    return _name_of(target) if isinstance(target, bytes) else (target or "")
-
-
 def _name_of(name: bytes) -> str:
     """A chain's or target's name as libiptc hands it out. x_tables takes any bytes for a
-    name, and another program's may not be UTF-8: python-iptables' own decoding (its
-    `Table.chains`) raises then, and every commit of the table would fail with it."""
+    name, and another program's may not be UTF-8: a strict decoding would raise then, and
+    every commit of the table would fail with it."""
     return name.decode("utf-8", "surrogateescape")
 
 
-def _chain_names(table) -> list[str]:
+def _chain_names(table: Table) -> list[str]:
     """The table's chains that nm-zones could have made, as libiptc has them: ASCII, as
     every interface's token is (ifname.py). Another program's name that is not (not even
-    UTF-8, see _name_of) is left out: python-iptables could not name it back, and held.py's
-    view sees any such chain that starts like nm-zones' own."""
-    names = []
-    chain = table._iptc.iptc_first_chain(table._handle)
-    while chain:
-        name = _name_of(chain)
-        if name.isascii():
-            names.append(name)
-        chain = table._iptc.iptc_next_chain(table._handle)
-    return names
-
-
-def _is_eagain(error: Exception) -> bool:
-    return os.strerror(errno.EAGAIN).lower() in str(error).lower()
+    UTF-8, see _name_of) is left out: it is no name of nm-zones', and held.py's view sees
+    any such chain that starts like nm-zones' own."""
+    return [name for name in map(_name_of, table.chains()) if name.isascii()]
 
 
 def _table_loaded(family: str, name: str) -> bool:
@@ -536,7 +497,7 @@ def _table_loaded(family: str, name: str) -> bool:
 def _release(table) -> None:
     """Free libiptc's copy of the table (and drop what was pending in it): every use reads
     the table afresh anyway, and a copy kept between uses held several MiB of a service's
-    memory with hundreds of interfaces bound. Autocommit is off: nothing is committed."""
+    memory with hundreds of interfaces bound."""
     if table is not None:
         table.close()
 

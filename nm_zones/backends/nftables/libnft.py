@@ -10,8 +10,8 @@ package either way (libnftables1). Reading the table back is listing.py's (the J
 libnftables prints, off the event's path); the event's own view of the table is
 nfnetlink.py's.
 
-Only _ctypes, ctypes' C core, is imported here: every process that commits loads this
-module, and the ctypes package would cost each of them 1-2 ms more.
+Only _ctypes, ctypes' C core, is imported here (through ../clib.py): every process that
+commits loads this module, and the ctypes package would cost each of them 1-2 ms more.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ FAMILY = "inet"
 # enum nft_ctx_output_flags (nftables/libnftables.h)
 OUTPUT_STATELESS = 1 << 2
 OUTPUT_JSON = 1 << 4
-# the calls nm-zones makes: name -> (result, arguments), as ctypes' _type_ codes:
-# P void *, z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool
+# the calls nm-zones makes: name -> (result, arguments), as clib.TYPE_CODES
 CALLS = {
     "nft_ctx_new": ("P", "I"),
     "nft_ctx_free": (None, "P"),
@@ -46,37 +45,20 @@ class NftError(SystemFailure):
     """libnftables is missing, or refused a script (the text says why)."""
 
 
-class Library:
-    """libnftables' calls (CALLS), each a function of Python values."""
+def load_library():
+    """libnftables' calls (CALLS), each a function of Python values (clib.Functions)."""
+    import _ctypes
 
-    def __init__(self):
-        import _ctypes
+    from ..clib import Functions
 
-        try:
-            handle = _ctypes.dlopen(SONAME, 0)
-        except OSError as error:
-            raise NftError(f"{SONAME} cannot be loaded ({error}): install nftables") from None
-        types: dict = {None: None}  # a result of None: void
-        for code in "PzIi?":
-            types[code] = type(f"c_{code}", (_ctypes._SimpleCData,), {"_type_": code})
-
-        class Lib:
-            _handle = handle
-
-        for name, (result, arguments) in CALLS.items():
-            function = type(
-                name,
-                (_ctypes.CFuncPtr,),
-                {
-                    "_flags_": _ctypes.FUNCFLAG_CDECL,
-                    "_restype_": types[result],
-                    "_argtypes_": tuple(types[code] for code in arguments),
-                },
-            )
-            setattr(self, name, function((name, Lib)))
+    try:
+        handle = _ctypes.dlopen(SONAME, 0)
+    except OSError as error:
+        raise NftError(f"{SONAME} cannot be loaded ({error}): install nftables") from None
+    return Functions(handle, CALLS)
 
 
-_library: Library | None = None
+_library = None  # load_library()'s, once per process
 _committed = False  # a transaction was sent from this process (see outlive_grace_period)
 
 
@@ -85,7 +67,7 @@ class Nft:
 
     def __init__(self, flags: int = 0):
         global _library
-        lib = _library = _library or Library()
+        lib = _library = _library or load_library()
         self.lib = lib
         self.ctx = lib.nft_ctx_new(0)
         if not self.ctx:

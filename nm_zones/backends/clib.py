@@ -1,0 +1,52 @@
+"""C functions of a shared library as Python callables, through _ctypes, ctypes' C core.
+
+Every process that commits loads one such library (libnftables, libiptc): the ctypes package
+on top of _ctypes would cost each of them 1-3 ms more to import, and the few calls nm-zones
+makes need only the types below.
+"""
+
+from __future__ import annotations
+
+# ctypes' _type_ codes used in a signature: P void * (a handle, or bytes passed as they are),
+# z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool; None: void
+TYPE_CODES = "PzIi?"
+
+
+class Functions:
+    """One attribute per C function named in `calls` (Python name -> (result, arguments)
+    as TYPE_CODES strings), found in the library `handle` (from _ctypes.dlopen) as
+    `prefix + name`; `use_errno` keeps each call's errno for `errno()`."""
+
+    def __init__(self, handle: int, calls: dict, prefix: str = "", use_errno: bool = False):
+        import _ctypes
+
+        self._ctypes = _ctypes
+        types: dict = {None: None}
+        for code in TYPE_CODES:
+            types[code] = type(f"c_{code}", (_ctypes._SimpleCData,), {"_type_": code})
+        self.c_uint = types["I"]
+        flags = _ctypes.FUNCFLAG_CDECL | (_ctypes.FUNCFLAG_USE_ERRNO if use_errno else 0)
+
+        class Library:
+            _handle = handle
+
+        for name, (result, arguments) in calls.items():
+            symbol = prefix + name
+            function = type(
+                symbol,
+                (_ctypes.CFuncPtr,),
+                {
+                    "_flags_": flags,
+                    "_restype_": types[result],
+                    "_argtypes_": tuple(types[code] for code in arguments),
+                },
+            )
+            setattr(self, name, function((symbol, Library)))
+
+    def errno(self) -> int:
+        """The errno the last call of this thread left (with use_errno)."""
+        return self._ctypes.get_errno()
+
+    def pointer_to(self, value):
+        """`&value`, for an argument of type P."""
+        return self._ctypes.byref(value)
