@@ -29,8 +29,7 @@ the two are printed side by side. Commands run as `nm-zones install` puts them o
 
 Last, what each layer of imports costs a process as installed (where a reload's time goes).
 For bench/targets.py (--switches-only), only (b) and the floor, with 0 and with N others
-bound, and the start of a process as the launchers start it (with python-iptables loaded,
-for iptables).
+bound, and the start of a process as the launchers start it.
 """
 
 from __future__ import annotations
@@ -384,12 +383,12 @@ def _load_and_undo(save_text: str) -> tuple[bytes, bytes]:
 IMPORT_STEPS = (
     ("python -S, nothing imported", ""),
     (
-        "+ python-iptables (nm_zones.backends.iptables.iptc_env)",
-        "from nm_zones.backends.iptables.iptc_env import import_iptc\nimport_iptc()",
-    ),
-    (
         "+ the event path (engine, kernel)",
         "import nm_zones.engine, nm_zones.backends.iptables.kernel",
+    ),
+    (
+        "+ python-iptables, to build a rule never seen (iptc_env)",
+        "from nm_zones.backends.iptables.iptc_env import import_iptc\nimport_iptc()",
     ),
     ("+ PyYAML", "import yaml"),
     ("+ the dataclass model and compiler", "import nm_zones.config.load, nm_zones.ruleset.build"),
@@ -432,24 +431,16 @@ def first_floor(bench: Bench, spare: str) -> list[float]:
     return times
 
 
-# What any switch as a process pays before it does anything of its own: the interpreter
-# as the launchers start it and, with iptables, python-iptables loaded as nm-zones loads it
-# (its importer, iptc_env, and the package modules around it; with no fallback to the plain
-# import, which is ten times slower and would make the floor as slow as the switch).
-# nftables' library is loaded as part of the switch, not here.
-START = {
-    "iptables": "from nm_zones.backends.iptables.iptc_env import _tuned_import\n_tuned_import()",
-    "nftables": "pass",
-}
-
-
 def start_floor(bench: Bench) -> list[float]:
-    """A process started as the launchers start nm-zones, that loads what START says and
-    ends: whole-process milliseconds, from spawn to reap."""
+    """What any switch as a process pays before it does anything of its own: a process
+    started as the launchers start nm-zones, that ends at once (whole-process milliseconds,
+    from spawn to reap). Each backend's library is loaded as part of the switch, not here:
+    libnftables, or libiptc (python-iptables only builds a rule never seen, which a switch
+    measured here never meets)."""
     from nm_zones.doors.install import package_paths
 
     env = {**bench.env, "PYTHONPATH": ":".join(package_paths())}
-    return [spawn([PYTHON, "-S", "-c", START[bench.backend]], env)[0] for _ in range(bench.runs)]
+    return [spawn([PYTHON, "-S", "-c", "pass"], env)[0] for _ in range(bench.runs)]
 
 
 def switches_only(bench: Bench, others: int) -> dict[str, list[float]]:

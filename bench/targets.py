@@ -8,7 +8,7 @@ of their own, calls interleaved) and bench/bench.py's switches as whole processe
 `reapply` and `nm-zones apply`, with 0 and with --others other interfaces bound, beside the
 floors: `nft -f` of the interface's chains and map elements, or iptables-legacy-restore plus
 ip6tables-legacy-restore of them, one table per family; and a process started as nm-zones'
-launchers start it, with python-iptables loaded as nm-zones loads it for iptables), then one
+launchers start it), then one
 table: each target, what was measured, the ratio it is judged by, and whether it is met. A
 target missed where floors of the same run show that nm-zones could not meet it doing what
 it must do is said to be bounded, and by what: the floor's own tool takes more time with 200
@@ -138,8 +138,8 @@ def process_targets(backend: str, processes: dict, others: int) -> list[Target]:
     """The switch as a whole process: absolute limits, and flat in the interfaces bound.
 
     What a switch as a process needs at least, by floors of this run: a process started as
-    the launchers start nm-zones, with python-iptables loaded as nm-zones loads it for
-    iptables (bench.START); with `others` bound, also what the floor's tool takes more than
+    the launchers start nm-zones (bench.start_floor); with `others` bound, also what the
+    floor's tool takes more than
     with none: the kernel's and the library's work on the bigger table, the check's read of
     it included (the tool's own start cancels out). A run's own check of the kernel is not
     counted: for a lower bound, it could in principle be the library's read.
@@ -147,8 +147,7 @@ def process_targets(backend: str, processes: dict, others: int) -> list[Target]:
     median = {key: statistics.median(values) for key, values in processes.items()}
     targets = []
     growth = median["floor200"] - median["floor"]  # what the floor's tool takes more
-    loaded = " and loading python-iptables as nm-zones does" if backend == "iptables" else ""
-    start = f"starting Python as the launchers do{loaded} takes {median['start']:.1f} ms"
+    start = f"starting Python as the launchers do takes {median['start']:.1f} ms"
     more = f"the floor's tool {growth:.1f} ms more with {others} bound than with none"
     for key, name, limit in (("b", "hook `reapply`", 25), ("apply", "`nm-zones apply`", 30)):
         zero, many = median[f"{key}0"], median[f"{key}200"]
@@ -167,13 +166,12 @@ def process_targets(backend: str, processes: dict, others: int) -> list[Target]:
 def floor_lines(backend: str, processes: dict, others: int) -> list[str]:
     tool = "nft -f" if backend == "nftables" else (
         "iptables-legacy-restore + ip6tables-legacy-restore")
-    loaded = " with python-iptables loaded as nm-zones loads it" if backend == "iptables" else ""
     lines = [
         f"| floor: {tool}, one interface's chains, {n} others bound | | "
         f"{statistics.median(processes[key]):.1f} | | | | |"
         for n, key in ((0, "floor"), (others, "floor200"))
     ]
-    lines.append(f"| floor: a process started as nm-zones' launchers start it{loaded} | | "
+    lines.append(f"| floor: a process started as nm-zones' launchers start it | | "
                  f"{statistics.median(processes['start']):.1f} | | | | |")
     return lines
 

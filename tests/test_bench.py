@@ -80,17 +80,16 @@ def test_a_target_missed_is_bounded_only_where_the_floor_alone_misses_it(monkeyp
 
 @pytest.mark.pure
 def test_a_switch_as_a_process_is_bounded_by_its_start_and_the_floors_growth(monkeypatch):
-    """A process's start as the launchers start it (python-iptables loaded, with iptables)
-    and, with others bound, what the floor's tool takes more than with none: a missed
-    limit these alone exceed is bounded, by them; one they do not exceed is not met."""
+    """A process's start as the launchers start it and, with others bound, what the floor's
+    tool takes more than with none: a missed limit these alone exceed is bounded, by them;
+    one they do not exceed is not met."""
     monkeypatch.syspath_prepend(os.path.join(REPO, "bench"))
     import targets
 
     figures = {"floor": [3.0], "floor200": [16.0], "start": [24.0], "b0": [35.0],
                "b200": [60.0], "apply0": [37.0], "apply200": [62.0]}
     verdicts = [t.verdict() for t in targets.process_targets("iptables", figures, 200)]
-    start = ("bounded: starting Python as the launchers do and loading python-iptables as "
-             "nm-zones does takes 24.0 ms")
+    start = "bounded: starting Python as the launchers do takes 24.0 ms"
     assert verdicts[0] == verdicts[3] == "NOT met"  # at least 24: under 25 and 30
     assert verdicts[1] == verdicts[4] == (
         f"{start}, the floor's tool 13.0 ms more with 200 bound than with none, so at least "
