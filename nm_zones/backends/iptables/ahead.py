@@ -31,10 +31,12 @@ def bypassing_rules(family: str, table: str) -> list[str]:
 
 def _rule_text(family: str, table: str, chain: str, number: int) -> str:
     """The rule in iptables' own words, as far as python-iptables decodes it."""
+    from .entries import open_released_tables
     from .iptc_env import import_iptc
 
     try:
         iptc = import_iptc()
+        open_released_tables(iptc, family)  # entries.py closes them after building
         rules = iptc.easy.dump_chain(table, chain, ipv6=family == "ipv6")
         return _words(chain, rules[number - 1])
     except Exception as error:  # naming the rule must never hide the warning itself

@@ -89,6 +89,31 @@ def unchanged(identity) -> bool:
         return False
 
 
+def python_iptables_tables(iptc, family: str) -> list:
+    """The tables python-iptables keeps open, one object per name and family for the
+    process: building a rule opens every table of the family (its Target asks each whether
+    the target names a chain), and each open table holds a copy of the kernel's, several
+    MiB with hundreds of interfaces bound."""
+    kind = iptc.Table if family == "ipv4" else iptc.Table6
+    return list(getattr(kind, "_cache", {}).values())
+
+
+def open_released_tables(iptc, family: str) -> None:
+    """Read again the tables release_tables closed: python-iptables hands a closed one's
+    NULL handle to libiptc, which crashes the process."""
+    for table in python_iptables_tables(iptc, family):
+        if getattr(table, "_handle", True) is None:
+            table.refresh()
+
+
+def release_tables(iptc, family: str) -> None:
+    """Free python-iptables' copies of the tables once the entries are built (a service
+    would keep them for its whole life). Nothing is pending in them: closing commits an
+    unchanged table, which libiptc skips."""
+    for table in python_iptables_tables(iptc, family):
+        table.close()
+
+
 def build_entry(iptc, family: str, spec: Spec) -> bytes:
     """The entry for a rule spec, through python-iptables' Rule."""
     target, source, destination = spec[TARGET], spec[SOURCE], spec[DESTINATION]
@@ -239,9 +264,13 @@ class Entries:
             missing.append(flow_mark)
         plain = [s for s in missing if s[0] not in NAT_TARGETS]
         nat = [s for s in missing if s[0] in NAT_TARGETS]
-        built = [build_entry(iptc, family, spec) for spec in plain]
-        if nat:
-            built += _build_in_child(iptc, family, nat)
+        open_released_tables(iptc, family)
+        try:
+            built = [build_entry(iptc, family, spec) for spec in plain]
+            if nat:
+                built += _build_in_child(iptc, family, nat)
+        finally:
+            release_tables(iptc, family)
         for spec, entry in zip(plain + nat, built, strict=True):
             self.known[(family, spec)] = entry
         self.added = True
