@@ -3,9 +3,10 @@
 Every error of nm-zones derives from NmZonesError, which carries what a door needs to answer
 with it: the exit status of the command line and the hook, and the code and D-Bus error name
 of the service (firewalld's: `CODE: detail` under org.fedoraproject.FirewallD1.Exception).
-Each backend turns its library's errors into these at its own edge (python-iptables' in
-backends/iptables/backend.py, netlink's and libnftables' in backends/nftables/backend.py), so
-a door needs one handler and never the names of a library's errors.
+Each backend turns its library's errors into these at its own edge (libiptc's and
+python-iptables' in backends/iptables/backend.py, netlink's and libnftables' in
+backends/nftables/backend.py), so a door needs one handler and never the names of a library's
+errors.
 
 No dataclasses here: every event imports this module, and building a dataclass costs more
 than the rest of an event's Python code (docs/performance.md).

@@ -381,3 +381,21 @@ def test_a_run_with_every_entry_known_never_imports_python_iptables(lab, tmp_pat
     assert result["returncode"] == 0 and result["stderr"] == "", result
     assert interface_rules(lab, link.name, "ipv4") and interface_rules(lab, link.name, "ipv6")
     assert probe_ssh_and_8080(lab, link) == ["accepted"] * 4
+
+
+def test_a_first_run_without_python_iptables_gives_way_to_nftables(lab, tmp_path):
+    """With no entry kept yet (a first run), python-iptables is needed at once: when it
+    cannot be imported, opening the iptables backend fails, and with `backend: auto` the
+    nftables backend takes over, so the interface is filtered all the same."""
+    link = lab.add_link()
+    lab.listen()
+    with open(os.path.join(lab.config_dir, "nm-zones.yaml"), "w") as stream:
+        stream.write("backend: auto\n")
+    argv = [PYTHON, "-m", "nm_zones", "apply", link.name, "home"]
+    result = run_in_syslog_sandbox(lab, tmp_path, argv, broken_python_iptables(tmp_path))
+    assert result["returncode"] == 0, result
+    assert "backend nftables used instead (iptables: " in result["stderr"], result
+    assert "python-iptables 9.9.9 cannot be imported" in result["stderr"], result
+    assert f"nmz-if-{link.name}" in lab.nft_table()
+    assert "nmz" not in lab.save("ipv4") + lab.save("ipv6")
+    assert probe_ssh_and_8080(lab, link) == FILTERED

@@ -1,9 +1,9 @@
 """Backends: how nm-zones' plans reach the kernel (backends/base.py says what each offers).
 
-`iptables` (python-iptables on legacy x_tables) and `nftables` (libnftables, one table
-`inet nm-zones`). The settings key `backend` chooses; `auto` takes iptables where the kernel
-has legacy x_tables, else nftables, and a backend that cannot be opened gives way to the
-other, so no interface is ever left unfiltered for want of one.
+`iptables` (libiptc on legacy x_tables, rules built by python-iptables) and `nftables`
+(libnftables, one table `inet nm-zones`). The settings key `backend` chooses; `auto` takes
+iptables where the kernel has legacy x_tables, else nftables, and a backend that cannot be
+opened gives way to the other, so no interface is ever left unfiltered for want of one.
 """
 
 from __future__ import annotations

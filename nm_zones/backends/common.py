@@ -2,7 +2,8 @@
 the test namespace guard, the faults tests inject, and IP forwarding.
 
 It lives here, beside neither backend, so that backends/nftables/ never imports
-backends/iptables/ (which loads python-iptables' world) and each backend stays its own.
+backends/iptables/ (which loads libiptc, and python-iptables to build) and each backend
+stays its own.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ NetworkManager calls `changeZoneOfInterface(zone, interface)` in activation stag
 any address is configured, and waits for the reply; it calls it again when `connection.zone`
 of an active connection changes (no dispatcher event comes then), and `removeInterface` on
 deactivation. Each call runs the same engine as the dispatcher hook, in this process (one
-python-iptables, one compiled config refreshed when a config file changes), under the same
+loaded backend, one compiled config refreshed when a config file changes), under the same
 state lock. An empty zone means "nm-zones decides": the service asks NetworkManager which
 profile is active on the interface and applies resolve.decide_zone, as the hook does, and it
 records the inputs the hook will compute for the same profile (quick.inputs_key), so the

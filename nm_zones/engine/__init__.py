@@ -17,7 +17,7 @@ binding -> the zone's compiled plan (ruleset/cache.py) -> kernel -> state, with 
 - errors stay with their interface: one that cannot be committed is marked degraded and the
   others are still repaired, collected and reloaded;
 - nothing is committed when the compiled rules equal what was applied and the kernel still
-  holds them (a no-op event does not even import python-iptables).
+  holds them (a no-op event does not even load libiptc).
 
 The parts, one module each: core.py (the Engine, its inputs, what every run does first),
 binding.py (one interface), recovery.py (reconcile, backend moves, interrupted runs, gone

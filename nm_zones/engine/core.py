@@ -35,7 +35,7 @@ class Engine(Bindings, Together, Recovery, CatchAll, Reload, Journal):
         links: LinkWatch | None = None,
     ):
         """`compiled` and `backend` let a resident process (the D-Bus service) share one
-        compiled config and one opened backend (python-iptables imported once) between the
+        compiled config and one opened backend (its library loaded once) between the
         engines it makes; `links`, its watch on the interfaces, spares it looking up every
         bound interface on every call."""
         self.paths = paths or Paths.from_environment()

@@ -1,1 +1,1 @@
-"""The legacy x_tables backend, through python-iptables."""
+"""The legacy x_tables backend: libiptc commits, python-iptables builds a rule never seen."""

@@ -107,7 +107,8 @@ class IptablesBackend:
 
 def legacy_available() -> bool:
     """Whether the kernel has legacy x_tables: its table list exists, or the module loads
-    (python-iptables' own import is checked when the backend is opened)."""
+    (libiptc, and python-iptables when rules must be built, are checked when the backend is
+    opened)."""
     import os
 
     if os.path.exists("/proc/net/ip_tables_names"):

@@ -21,6 +21,7 @@ import marshal
 import os
 import struct
 
+from ...errors import KernelError
 from ...files import read_trusted, write_atomically
 from ...ruleset.layout import IP_PROTOCOLS, NAT_TARGETS
 from ...ruleset.plan import (
@@ -50,6 +51,7 @@ NFLOG_PREFIX_SIZE = 64
 NFLOG_INFO = struct.Struct(f"=IHHH2x{NFLOG_PREFIX_SIZE}s")
 NFLOG_THRESHOLD = 0  # as iptables 1.8 leaves it: the kernel sends each packet at once
 TEMPLATE = make_spec("ACCEPT")  # `-j ACCEPT`: retargeted per dispatch rule
+SPEC_FIELDS = MATCHES + 1
 MARK_TEMPLATE_LABEL = "template"  # a flow-marking rule built with each build (_marked)
 
 
@@ -72,21 +74,46 @@ def file_identity(path: str) -> tuple:
     return (path, info.st_size, info.st_mtime_ns)
 
 
-def library_identity(iptc) -> tuple:
+def library_identity(iptc) -> tuple | None:
     """The files that built entries, as python-iptables loaded them: libxtables (structure
     layouts) and python-iptables' version file. Kept with the entries, and checked by a
-    stat of each, so that a run that builds nothing never imports python-iptables."""
+    stat of each, so that a run that builds nothing never imports python-iptables. None
+    when a file cannot be told by its path (python-iptables' plain import names libxtables
+    by its soname alone): such entries are not kept."""
     library = getattr(iptc.xtables._lib_xtables, "_name", "")
-    version = getattr(getattr(iptc, "version", None), "__file__", "")
-    return (file_identity(library), file_identity(version))
+    version = getattr(getattr(iptc, "version", None), "__file__", "") or ""
+    identity = (file_identity(library), file_identity(version))
+    if any(len(entry) != 3 or not os.path.isabs(entry[0]) for entry in identity):
+        return None
+    return identity
 
 
 def unchanged(identity) -> bool:
-    """Whether each file of a library_identity is still as it was."""
-    try:
-        return all(file_identity(entry[0]) == tuple(entry) for entry in identity)
-    except (TypeError, IndexError):
+    """Whether `identity`, as a file keeps it, is a library_identity whose files are still
+    as they were."""
+    if type(identity) is not tuple or len(identity) != 2:
         return False
+    for entry in identity:
+        if type(entry) is not tuple or len(entry) != 3 or type(entry[0]) is not str:
+            return False
+        if not os.path.isabs(entry[0]) or file_identity(entry[0]) != entry:
+            return False
+    return True
+
+
+def usable(known) -> bool:
+    """Whether entries read from the file have the shape this module gives them: (family,
+    spec of six fields) -> bytes. Anything else is not used (a file from elsewhere)."""
+    if type(known) is not dict:
+        return False
+    for key, data in known.items():
+        if type(key) is not tuple or len(key) != 2 or key[0] not in LAYOUT:
+            return False
+        if type(key[1]) is not tuple or len(key[1]) != SPEC_FIELDS or type(data) is not bytes:
+            return False
+        if type(key[1][TARGET]) is not str or type(key[1][TARGET_OPTIONS]) is not tuple:
+            return False
+    return True
 
 
 def python_iptables_tables(iptc, family: str) -> list:
@@ -230,11 +257,11 @@ class Entries:
             try:
                 data = read_trusted(self.path)
                 identity, libraries, known = marshal.loads(data) if data else (None,) * 3
-                if identity == self.identity and isinstance(known, dict) and unchanged(libraries):
+                if identity == self.identity and unchanged(libraries) and usable(known):
                     self.known, self.libraries = known, libraries
                     self.from_file = bool(known)
             except (OSError, EOFError, ValueError, TypeError):
-                pass  # none yet, unreadable or untrusted: built again as needed
+                pass  # none yet, unreadable, untrusted or damaged: built again as needed
 
     def build_errors(self) -> tuple:
         """python-iptables' own errors, once it is imported: building an entry can raise them."""
@@ -256,7 +283,9 @@ class Entries:
         ]
         if not missing:
             return
-        iptc = self._python_iptables()
+        iptc = self.python_iptables()
+        if not self.known:  # dropped: built by other libraries
+            missing = list(dict.fromkeys(specs))
         from ...ruleset.build import flow_mark_rule
 
         flow_mark = flow_mark_rule(MARK_TEMPLATE_LABEL).spec()  # for _marked, kept by save
@@ -275,7 +304,7 @@ class Entries:
             self.known[(family, spec)] = entry
         self.added = True
 
-    def _python_iptables(self):
+    def python_iptables(self):
         """python-iptables, imported now; entries that other libraries built are dropped."""
         if self.iptc is None:
             from .iptc_env import import_iptc
@@ -310,8 +339,7 @@ class Entries:
                 continue
             if known[SOURCE:] != spec[SOURCE:]:  # addresses, protocol, matches
                 continue
-            options = known[TARGET_OPTIONS]
-            if len(options) != 1 or options[0][1].partition("/")[2] != mask:
+            if not _same_mask(known[TARGET_OPTIONS], mask):
                 continue
             if not well_formed(family, data):
                 continue
@@ -354,6 +382,8 @@ class Entries:
             mask = field + 2 * IFNAMSIZ_BYTES
             entry[mask : mask + IFNAMSIZ_BYTES] = interface_mask(interface)
         name_at = ENTRY_OFFSETS.unpack_from(entry, LAYOUT[family][1])[0] + TARGET_NAME_OFFSET
+        if name_at + TARGET_NAME_SIZE > len(entry):  # never a slice that grows the entry
+            raise KernelError(f"{family}: the template entry of dispatch rules is damaged")
         name = target.encode()[: TARGET_NAME_SIZE - 1]
         entry[name_at : name_at + TARGET_NAME_SIZE] = name.ljust(TARGET_NAME_SIZE, b"\0")
         return bytes(entry)
@@ -386,6 +416,16 @@ class Entries:
         except OSError:
             pass  # a read-only state dir: the entries are built again next time
         self.added = False
+
+
+def _same_mask(options, mask: str) -> bool:
+    """Whether a kept CONNMARK rule's options are `--set-xmark VALUE/mask` alone (--set-mark
+    writes another mask into the entry)."""
+    try:
+        (option, value), *more = options
+        return not more and option == "set-xmark" and value.partition("/")[2] == mask
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def well_formed(family: str, data: bytes) -> bool:

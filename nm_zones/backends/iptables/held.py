@@ -42,9 +42,9 @@ BYPASS = " bypass"  # the view's key for a built-in chain's rules ahead of nm-zo
 ACCEPT, RETURN = -2, -5
 # where struct ipt_ip / ip6t_ip6 keeps its flags, and the flag that makes a jump a goto
 GOTO_FLAG = {"ipv4": (82, 0x02), "ipv6": (131, 0x04)}
-ENTRY_OFFSETS = Struct("<HH")  # an entry's target_offset and next_offset
+ENTRY_OFFSETS = Struct("=HH")  # an entry's target_offset and next_offset
 TARGET_SIZE = 32  # struct xt_entry_target: every entry's target has at least its size and name
-VERDICT = Struct("<i")  # a standard target's verdict, 32 bytes into the target
+VERDICT = Struct("=i")  # a standard target's verdict, 32 bytes into the target
 
 
 class ReadError(SystemFailure):
@@ -418,7 +418,7 @@ def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
         parts.append(f"{pending}s{skipped}x")
         pending = size - entry_size + head
     parts.append(f"{length - sum(sizes) + pending - head}s")
-    return Struct("<" + "".join(parts)) if sizes else Struct(f"<{length}s")
+    return Struct("=" + "".join(parts)) if sizes else Struct(f"={length}s")
 
 
 def view_digest(view: dict) -> str:

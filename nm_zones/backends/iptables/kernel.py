@@ -1,4 +1,4 @@
-"""The one module that changes netfilter, through python-iptables (legacy x_tables).
+"""The one module that changes netfilter, through libiptc (legacy x_tables).
 
 An interface's rules are replaced with one commit per table per family, under the xtables
 lock that the iptables commands use. A commit replaces a whole table atomically, so no table
@@ -45,7 +45,7 @@ from ..common import (
     faults_from_environment,
 )
 from .held import BYPASS, HOOK_NAMES, HeldTables
-from .libiptc import IPTCError, Table
+from .libiptc import IPTCError, Table, library
 
 XTABLES_LOCK = os.environ.get("XTABLES_LOCKFILE") or "/run/xtables.lock"
 LOCK_WAIT_SECONDS = 10.0
@@ -82,7 +82,13 @@ class Netfilter:
         check_netns_allowed()
         from .entries import Entries
 
+        # what cannot be loaded fails the opening, where the engine can still choose the
+        # other backend: libiptc always, python-iptables when no entry is kept (a first run)
+        for family in FAMILIES:
+            library(family)
         self.entries = Entries(state_dir)
+        if not self.entries.known:
+            self.entries.python_iptables()
         # (family, table) -> the view of nm-zones' rules right after this process committed it
         self.views: dict[tuple[str, str], dict | None] = {}
         # (family, table) -> the view the run checked or this process last committed
