@@ -142,14 +142,15 @@ class Table:
             name = self.call.next_chain(self.handle)
         return names
 
-    def targets(self, chain: str) -> list[bytes]:
-        """The target of each rule of a chain: a chain's name, a verdict or an extension."""
-        handle, names = self._handle(), []
+    def targets(self, chain: str):
+        """The target of each rule of a chain, in order (a chain's name, a verdict or an
+        extension), read as they are asked for: a caller that stops early reads no more.
+        The table must not change while they are read."""
+        handle = self._handle()
         entry = self.call.first_rule(chain.encode(), handle)
         while entry:
-            names.append(self.call.get_target(entry, handle) or b"")
+            yield self.call.get_target(entry, handle) or b""
             entry = self.call.next_rule(entry, handle)
-        return names
 
     def create_chain(self, chain: str) -> None:
         self._check(self.call.create_chain(chain.encode(), self._handle()), f"create {chain}")
