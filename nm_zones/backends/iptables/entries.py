@@ -44,8 +44,9 @@ IFNAMSIZ_BYTES = 16
 INTERFACE_FIELDS = {"ipv4": 16, "ipv6": 64}
 # struct xt_entry_target: its size (u16), then the name (of a standard target: the chain's)
 TARGET_NAME_OFFSET, TARGET_NAME_SIZE = 2, 29
-TARGET_SIZE_FIELD = struct.Struct("<H")
+TARGET_SIZE_FIELD = struct.Struct("=H")
 CONNMARK_MARK = struct.Struct("=I")  # a CONNMARK target's ctmark, first in its data
+STANDARD_TARGET_SIZE = TARGET_SIZE + 4  # struct xt_standard_target: the target and a verdict
 # struct xt_nflog_info: len (u32), group, threshold, flags (u16), padding, prefix[64]
 NFLOG_PREFIX_SIZE = 64
 NFLOG_INFO = struct.Struct(f"=IHHH2x{NFLOG_PREFIX_SIZE}s")
@@ -260,7 +261,7 @@ class Entries:
                 if identity == self.identity and unchanged(libraries) and usable(known):
                     self.known, self.libraries = known, libraries
                     self.from_file = bool(known)
-            except (OSError, EOFError, ValueError, TypeError):
+            except (OSError, EOFError, ValueError, TypeError, MemoryError):
                 pass  # none yet, unreadable, untrusted or damaged: built again as needed
 
     def build_errors(self) -> tuple:
@@ -293,8 +294,8 @@ class Entries:
             missing.append(flow_mark)
         plain = [s for s in missing if s[0] not in NAT_TARGETS]
         nat = [s for s in missing if s[0] in NAT_TARGETS]
-        open_released_tables(iptc, family)
         try:
+            open_released_tables(iptc, family)
             built = [build_entry(iptc, family, spec) for spec in plain]
             if nat:
                 built += _build_in_child(iptc, family, nat)
@@ -368,10 +369,11 @@ class Entries:
         libiptc. A trailing `+` in the interface matches every name with that prefix (exempt
         patterns). Direction "src" matches a source address or network (`-s`) instead."""
         if direction == "src":
-            entry = bytearray(self.buffer(family, (target, (), interface, None, None, ())))
+            spec = (target, (), interface, None, None, ())
+            entry = bytearray(self.buffer(family, spec, standard=True))
             interface = None
         else:
-            entry = bytearray(self.buffer(family, TEMPLATE))
+            entry = bytearray(self.buffer(family, TEMPLATE, standard=True))
         if goto:
             flags_at, flag = GOTO_FLAG[family]
             entry[flags_at] |= flag
@@ -388,14 +390,14 @@ class Entries:
         entry[name_at : name_at + TARGET_NAME_SIZE] = name.ljust(TARGET_NAME_SIZE, b"\0")
         return bytes(entry)
 
-    def buffer(self, family: str, spec: tuple) -> bytes:
+    def buffer(self, family: str, spec: tuple, standard: bool = False) -> bytes:
         """The entry, ready for libiptc. Asked for once per rule committed (a zone-wide
         change commits the same rules for many interfaces): an entry from the file is
-        checked once."""
+        checked once. `standard`: a jump's entry, whose target holds a verdict."""
         key = (family, spec)
         data = self.entry(family, spec)
         if self.from_file and key not in self.checked:
-            if not well_formed(family, data):
+            if not well_formed(family, data, standard):
                 self.forget()  # a damaged file: libiptc trusts the sizes inside an entry
                 data = self.entry(family, spec)
             else:
@@ -428,14 +430,16 @@ def _same_mask(options, mask: str) -> bool:
         return False
 
 
-def well_formed(family: str, data: bytes) -> bool:
+def well_formed(family: str, data: bytes, standard: bool = False) -> bool:
     """Whether an entry's sizes hold together (libiptc trusts them): its next_offset is its
-    length, and its target, where target_offset puts it, fills the rest exactly."""
+    length, and its target, where target_offset puts it, fills the rest exactly; with
+    `standard`, the target has room for the verdict libiptc writes into a jump."""
     _, offsets_at, header = LAYOUT[family]
     if type(data) is not bytes or len(data) < header + TARGET_SIZE:
         return False
     target_offset, next_offset = ENTRY_OFFSETS.unpack_from(data, offsets_at)
-    if next_offset != len(data) or not header <= target_offset <= len(data) - TARGET_SIZE:
+    least = STANDARD_TARGET_SIZE if standard else TARGET_SIZE
+    if next_offset != len(data) or not header <= target_offset <= len(data) - least:
         return False
     return TARGET_SIZE_FIELD.unpack_from(data, target_offset)[0] == len(data) - target_offset
 
