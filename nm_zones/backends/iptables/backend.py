@@ -106,20 +106,11 @@ class IptablesBackend:
 
 
 def legacy_available() -> bool:
-    """Whether the kernel has legacy x_tables: its table list exists, or the module loads
-    (libiptc, and python-iptables when rules must be built, are checked when the backend is
-    opened)."""
-    import os
+    """Whether the kernel has legacy x_tables (IPv4's: libiptc.legacy_tables); libiptc, and
+    python-iptables when rules must be built, are checked when the backend is opened."""
+    from .libiptc import legacy_tables
 
-    if os.path.exists("/proc/net/ip_tables_names"):
-        return True
-    import subprocess
-
-    try:
-        subprocess.run(["modprobe", "-q", "ip_tables"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return os.path.exists("/proc/net/ip_tables_names")
+    return legacy_tables("ipv4")
 
 
 def without_applications(plan):

@@ -73,12 +73,25 @@ class Library:
         return IPTCError(number, f"{what}: {reason or os.strerror(number)}")
 
 
+def legacy_tables(family: str) -> bool:
+    """Whether the kernel has the family's legacy x_tables, which answer libiptc's socket
+    options: its table list in /proc exists, or does once modprobe loaded the module (as
+    python-iptables does at import)."""
+    if os.path.exists(TABLE_NAMES_FILE[family]):
+        return True
+    import subprocess
+
+    try:
+        subprocess.run(["modprobe", "-q", KERNEL_MODULES[family]], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return os.path.exists(TABLE_NAMES_FILE[family])
+
+
 def _open(family: str, _ctypes) -> int:
-    """dlopen the family's libiptc: by its soname, else where iptc_env finds it. The kernel
-    part that answers its socket options is loaded first when it is not yet (its table list
-    in /proc is missing), as python-iptables does."""
-    if not os.path.exists(TABLE_NAMES_FILE[family]):
-        _modprobe(KERNEL_MODULES[family])
+    """dlopen the family's libiptc: by its soname, else where iptc_env finds it; its kernel
+    part loaded first (a table's read says when it is missing)."""
+    legacy_tables(family)
     try:
         return _ctypes.dlopen(SONAMES[family], 0)
     except OSError as error:
@@ -90,19 +103,6 @@ def _open(family: str, _ctypes) -> int:
                 errno.ENOENT, f"{SONAMES[family]} cannot be loaded ({error}): install iptables"
             ) from None
         return _ctypes.dlopen(path, 0)
-
-
-def _modprobe(module: str) -> None:
-    from .iptc_env import module_loaded
-
-    if module_loaded(module):
-        return
-    import subprocess
-
-    try:  # noqa: SIM105 - contextlib would cost the import more than this rare call
-        subprocess.run(["modprobe", "-q", module], capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        pass  # the table's read says what is missing
 
 
 _libraries: dict[str, Library] = {}  # per family, loaded once per process
