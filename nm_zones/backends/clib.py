@@ -1,15 +1,17 @@
 """C functions of a shared library as Python callables, through _ctypes, ctypes' C core.
 
-Every process that commits loads one such library (libnftables, libiptc): the ctypes package
-on top of _ctypes would cost each of them 1-3 ms more to import, and the few calls nm-zones
-makes need only the types below.
+Every process that commits loads one such library (libnftables, libiptc), and every iptables
+event calls libc's getsockopt to read a table (iptables/held.py): the ctypes package on top
+of _ctypes would cost each of them 1-3 ms more to import, and the few calls nm-zones makes
+need only the types below.
 """
 
 from __future__ import annotations
 
-# ctypes' _type_ codes used in a signature: P void * (a handle, or bytes passed as they are),
-# z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool; None: void
-TYPE_CODES = "PzIi?"
+# ctypes' _type_ codes used in a signature: P void * (a handle, a buffer, or bytes passed as
+# they are), z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool; None: void;
+# c char, for buffers
+TYPE_CODES = "PzIi?c"
 
 
 class Functions:
@@ -22,7 +24,7 @@ class Functions:
 
         self._ctypes = _ctypes
         types = _types(_ctypes)
-        self.c_uint = types["I"]
+        self.c_uint, self._char = types["I"], types["c"]
         flags = _ctypes.FUNCFLAG_CDECL | (_ctypes.FUNCFLAG_USE_ERRNO if use_errno else 0)
         # one class for all: each function's types are set on it (a class each would cost
         # a library of 18 calls 0.4 ms more to load)
@@ -44,6 +46,11 @@ class Functions:
     def pointer_to(self, value):
         """`&value`, for an argument of type P."""
         return self._ctypes.byref(value)
+
+    def buffer(self, size: int):
+        """`char[size]`, zeroed, for an argument of type P that the function writes into."""
+        kind = type("Buffer", (self._ctypes.Array,), {"_type_": self._char, "_length_": size})
+        return kind()
 
 
 def _types(_ctypes) -> dict:

@@ -116,31 +116,17 @@ def _getsockopt() -> Getsockopt:
 
 class Getsockopt:
     """getsockopt(2) with a buffer that carries input (the table's name) as well as output,
-    which Python's socket module cannot do. Built on _ctypes itself: the ctypes package
-    costs every event 2-3 ms more to import, and the quick path of every event reads the
-    tables."""
+    which Python's socket module cannot do. Called through clib (on _ctypes itself): the
+    ctypes package costs every event 2-3 ms more to import, and the quick path of every
+    event reads the tables."""
 
     def __init__(self):
         import _ctypes
 
-        class c_int(_ctypes._SimpleCData):
-            _type_ = "i"
+        from ..clib import Functions
 
-        class c_uint(_ctypes._SimpleCData):
-            _type_ = "I"
-
-        class c_char(_ctypes._SimpleCData):
-            _type_ = "c"
-
-        class Function(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-            _restype_ = c_int
-
-        class Libc:
-            _handle = _ctypes.dlopen(None, 0)
-
-        self._ctypes, self.c_uint, self.c_char = _ctypes, c_uint, c_char
-        self.function = Function(("getsockopt", Libc))
+        calls = {"getsockopt": ("i", "iiiPP")}  # fd, level, option, buffer, &length
+        self.libc = Functions(_ctypes.dlopen(None, 0), calls, use_errno=True)
 
     def __call__(
         self, fd: int, level: int, option: int, data: bytes, size: int, what: str, skip: int = 0
@@ -148,14 +134,12 @@ class Getsockopt:
         """The buffer of `size` bytes, `data` at its start, as the kernel filled it, from
         byte `skip` on. Copied out through a memoryview: ctypes' `raw` copies a megabyte
         (a table with 200 interfaces bound) some 30 times slower."""
-        buffer_type = type(
-            "Buffer", (self._ctypes.Array,), {"_type_": self.c_char, "_length_": size}
-        )
-        buffer = buffer_type()  # zeroed
+        libc = self.libc
+        buffer = libc.buffer(size)
         buffer[: len(data)] = data
-        length = self.c_uint(size)
-        if self.function(fd, level, option, buffer, self._ctypes.byref(length)):
-            number = self._ctypes.get_errno()
+        length = libc.c_uint(size)
+        if libc.getsockopt(fd, level, option, buffer, libc.pointer_to(length)):
+            number = libc.errno()
             raise ReadError(number, f"{what}: {os.strerror(number)}")
         return bytes(memoryview(buffer)[skip:])
 
