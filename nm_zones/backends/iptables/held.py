@@ -117,16 +117,23 @@ def _getsockopt() -> Getsockopt:
     return _process_getsockopt
 
 
+def release_buffer() -> None:
+    """Free this process's read buffer (the D-Bus service, between calls: with hundreds of
+    interfaces bound it would keep 1 MB or more resident)."""
+    if _process_getsockopt is not None:
+        _process_getsockopt.release()
+
+
 class Getsockopt:
     """getsockopt(2) with a buffer that carries input (the table's name) as well as output,
     which Python's socket module cannot do. Called through clib (on _ctypes itself): the
     ctypes package costs every event 2-3 ms more to import, and the quick path of every
     event reads the tables.
 
-    The buffer is kept and reused (grown when a table outgrew it), one call at a time, and
-    zeroed before each: the kernel's copy into fresh memory faults in every page of it,
-    which made a read of a filter table with 200 interfaces bound (1 MB) cost 2.5 ms
-    instead of 1.6."""
+    The buffer is kept and reused (grown when a table outgrew it; freed by release_buffer),
+    one call at a time, and zeroed before each: the kernel's copy into fresh memory faults
+    in every page of it, which made a read of a filter table with 200 interfaces bound
+    (1 MB) cost 2.5 ms instead of 1.6 in the service."""
 
     def __init__(self):
         import _ctypes
@@ -141,6 +148,10 @@ class Getsockopt:
         self.libc = Functions(_ctypes.dlopen(None, 0), calls, use_errno=True)
         self._buffer = self.libc.buffer(0)
         self._one_at_a_time = allocate_lock()  # the service reads in worker threads
+
+    def release(self) -> None:
+        with self._one_at_a_time:
+            self._buffer = self.libc.buffer(0)
 
     def __call__(
         self, fd: int, level: int, option: int, data: bytes, size: int, what: str, skip: int = 0
