@@ -594,41 +594,6 @@ def test_a_damaged_table_gives_a_view_never_an_exception(lab):
     assert result.stdout.split() == ["read"], result.stderr
 
 
-REUSED_READER = """
-import json
-from nm_zones.backends.iptables import held
-getsockopt = held._getsockopt()
-getsockopt._buffer = getsockopt.libc.buffer(4 << 20)
-getsockopt._buffer[:] = b"\\xff" * (4 << 20)  # what another read could leave
-order = [("ipv6", "filter"), ("ipv4", "raw"), ("ipv4", "filter"), ("ipv6", "raw"),
-         ("ipv4", "filter"), ("ipv6", "filter")]
-print(json.dumps([held.read_view(family, table) for family, table in order]))
-"""
-
-FRESH_READER = """
-import json, sys
-from nm_zones.backends.iptables import held
-print(json.dumps(held.read_view(*sys.argv[1:])))
-"""
-
-
-def test_a_view_read_into_a_used_buffer_is_the_view_a_fresh_process_reads(lab):
-    """A process keeps one buffer for every table it reads (held.Getsockopt). The kernel
-    writes a match's or target's name only up to its NUL, and the rest of the name's field
-    is part of the bytes fingerprinted: whatever an earlier read left in the buffer, each
-    view is the one a process reading that table alone makes."""
-    link = lab.add_link()
-    lab.nm_zones("apply", link.name, "public")
-    result = lab.run(lab.zoned, [PYTHON, "-c", REUSED_READER])
-    reused = json.loads(result.stdout)
-    order = [("ipv6", "filter"), ("ipv4", "raw"), ("ipv4", "filter"), ("ipv6", "raw"),
-             ("ipv4", "filter"), ("ipv6", "filter")]
-    for (family, table), view in zip(order, reused, strict=True):
-        fresh = lab.run(lab.zoned, [PYTHON, "-c", FRESH_READER, family, table])
-        assert view == json.loads(fresh.stdout), (family, table)
-        assert table == "raw" or any(chain.startswith("nmz-") for chain in view), family
-
-
 # -- a commit's view against the view checked before it (pure: views as dicts) -------------
 
 CHECKED = {

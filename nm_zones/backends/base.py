@@ -95,10 +95,6 @@ class Backend(Protocol):
     def keep_entries(self, compiled) -> None:
         """Keep what this run built for the next runs (iptables' entries), if anything."""
 
-    def between_calls(self) -> None:
-        """The D-Bus service ended a call: free what is kept only to make reads within a
-        call faster (iptables' read buffer), so that it does not stay resident."""
-
     def forget_deadlines(self, deadlines) -> None:
         """Timed allowances with these deadlines are gone from the state and their rules from
         the kernel: what the backend kept for them goes too (nftables' sets)."""

@@ -9,9 +9,9 @@ need only the types below.
 from __future__ import annotations
 
 # ctypes' _type_ codes used in a signature: P void * (a handle, a buffer, or bytes passed as
-# they are), z char * (bytes in, bytes or None out), I unsigned int, L unsigned long (size_t),
-# i int, ? bool; None: void; c char, for buffers
-TYPE_CODES = "PzILi?c"
+# they are), z char * (bytes in, bytes or None out), I unsigned int, i int, ? bool; None: void;
+# c char, for buffers
+TYPE_CODES = "PzIi?c"
 
 
 class Functions:

@@ -289,11 +289,9 @@ class ZoneService:
         return engine
 
     def finish(self, engine: Engine) -> list[str]:
-        """Keep what the engine built for the next call (and free what served this one
-        alone: Backend.between_calls); log its changes and warnings."""
+        """Keep what the engine built for the next call; log its changes and warnings."""
         if engine._backend is not None:
             self._backend = engine._backend
-            self._backend.between_calls()
         if engine._compiled is not None and engine._compiled is not self._compiled:
             # the engine found the config changed under the lock, and read it again
             self._compiled, self._compiled_key = engine._compiled, engine._compiled.key[2]

@@ -122,9 +122,6 @@ class FakeBackend:
 
     # -- the Backend protocol ---------------------------------------------------------------
 
-    def between_calls(self) -> None:
-        pass
-
     def view_keys(self, tables=None) -> set[tuple[str, str]]:
         if self.name == "nftables":
             return {NFT_KEY}

@@ -89,11 +89,6 @@ class IptablesBackend:
         """Never: iptables-save's text is read whatever the names (verify.py)."""
         return ""
 
-    def between_calls(self) -> None:
-        from .held import release_buffer
-
-        release_buffer()
-
     def forget_deadlines(self, deadlines) -> None:
         """Nothing kept: a timed rule is the whole of an allowance here."""
 

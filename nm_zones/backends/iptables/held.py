@@ -17,7 +17,6 @@ this (python-iptables costs ten times more to import).
 from __future__ import annotations
 
 import os
-from _operator import itemgetter
 from _struct import Struct
 
 from ...digest import bulk_sha256, fingerprint
@@ -34,7 +33,6 @@ TABLE_NAMES_FILE = {"ipv4": "/proc/net/ip_tables_names", "ipv6": "/proc/net/ip6_
 HOOK_NAMES = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
 BUILTIN_NAMES = frozenset(HOOK_NAMES)
 INFO_SIZE = 84  # struct ipt_getinfo
-NAME_SIZE = 32  # XT_TABLE_MAXNAMELEN: a table's name, the first field of both requests
 ENTRIES_HEADER = 40  # struct ipt_get_entries, up to its 8-byte aligned entry table
 PREFIX = "nmz-"
 FIRST = frozenset(chain for _, chain, _ in PANIC_CHAINS)  # jumped to first, or marked
@@ -82,7 +80,7 @@ def _table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
     getsockopt = _getsockopt()
     sock = socket(AF_INET if family == "ipv4" else AF_INET6, SOCK_RAW, 255)
     try:
-        name = table.encode().ljust(NAME_SIZE, b"\0")
+        name = table.encode()
         raw = getsockopt(sock.fileno(), LEVEL[family], SO_GET_INFO, name, INFO_SIZE, table)
         valid_hooks = int.from_bytes(raw[32:36], "little")
         hooks = tuple(
@@ -90,7 +88,7 @@ def _table_blob(family: str, table: str) -> tuple[tuple[int, ...], bytes]:
             for h in range(5)
         )
         size = int.from_bytes(raw[80:84], "little")
-        request = name + size.to_bytes(4, "little")
+        request = name.ljust(32, b"\0") + size.to_bytes(4, "little")
         entries = getsockopt(
             sock.fileno(),
             LEVEL[family],
@@ -110,69 +108,40 @@ _process_getsockopt: Getsockopt | None = None
 
 def _getsockopt() -> Getsockopt:
     """One per process, built at its first read: its ctypes classes would cost each table
-    read 0.06 ms more (a run reads six tables; the service does on every call), and its
-    buffer is kept for the next read."""
+    read 0.06 ms more (a run reads six tables; the service does on every call)."""
     global _process_getsockopt
     _process_getsockopt = _process_getsockopt or Getsockopt()
     return _process_getsockopt
-
-
-def release_buffer() -> None:
-    """Free this process's read buffer (the D-Bus service, between calls: with hundreds of
-    interfaces bound it would keep 1 MB or more resident)."""
-    if _process_getsockopt is not None:
-        _process_getsockopt.release()
 
 
 class Getsockopt:
     """getsockopt(2) with a buffer that carries input (the table's name) as well as output,
     which Python's socket module cannot do. Called through clib (on _ctypes itself): the
     ctypes package costs every event 2-3 ms more to import, and the quick path of every
-    event reads the tables.
-
-    The buffer is kept and reused (grown when a table outgrew it; freed by release_buffer),
-    one call at a time, and zeroed before each: the kernel's copy into fresh memory faults
-    in every page of it, which made a read of a filter table with 200 interfaces bound
-    (1 MB) cost 2.5 ms instead of 1.6 in the service."""
+    event reads the tables."""
 
     def __init__(self):
         import _ctypes
-        from _thread import allocate_lock
 
         from ..clib import Functions
 
-        calls = {
-            "getsockopt": ("i", "iiiPP"),  # fd, level, option, buffer, &length
-            "memset": ("P", "PiL"),
-        }
+        calls = {"getsockopt": ("i", "iiiPP")}  # fd, level, option, buffer, &length
         self.libc = Functions(_ctypes.dlopen(None, 0), calls, use_errno=True)
-        self._buffer = self.libc.buffer(0)
-        self._one_at_a_time = allocate_lock()  # the service reads in worker threads
-
-    def release(self) -> None:
-        with self._one_at_a_time:
-            self._buffer = self.libc.buffer(0)
 
     def __call__(
         self, fd: int, level: int, option: int, data: bytes, size: int, what: str, skip: int = 0
     ) -> bytes:
-        """The buffer of `size` bytes, zeroed, `data` at its start, as the kernel filled
-        it, from byte `skip` on. Copied out through a memoryview: ctypes' `raw` copies a
-        megabyte (a table with 200 interfaces bound) some 30 times slower."""
+        """The buffer of `size` bytes, `data` at its start, as the kernel filled it, from
+        byte `skip` on. Copied out through a memoryview: ctypes' `raw` copies a megabyte
+        (a table with 200 interfaces bound) some 30 times slower."""
         libc = self.libc
-        with self._one_at_a_time:
-            if len(self._buffer) < size:  # room for the other family's (larger) table too:
-                self._buffer = libc.buffer(2 * size)  # pages never written cost nothing
-            buffer = self._buffer
-            # zeroed: the kernel writes a match's or target's name up to its NUL only, and
-            # what follows it in the field is part of the entry nm-zones fingerprints
-            libc.memset(buffer, 0, size)
-            buffer[: len(data)] = data
-            length = libc.c_uint(size)
-            if libc.getsockopt(fd, level, option, buffer, libc.pointer_to(length)):
-                number = libc.errno()
-                raise ReadError(number, f"{what}: {os.strerror(number)}")
-            return bytes(memoryview(buffer)[skip:size])
+        buffer = libc.buffer(size)
+        buffer[: len(data)] = data
+        length = libc.c_uint(size)
+        if libc.getsockopt(fd, level, option, buffer, libc.pointer_to(length)):
+            number = libc.errno()
+            raise ReadError(number, f"{what}: {os.strerror(number)}")
+        return bytes(memoryview(buffer)[skip:])
 
 
 def _text(data) -> str:
@@ -211,7 +180,6 @@ class _Walked:
         self.masked = bytearray(blob)  # counters, nfcache, comefrom zeroed
         self.starts = starts  # offset -> the chain that begins there
         self.heads: list[int] = []  # where each user chain's ERROR entry begins
-        self.entries: list[int] = []  # where each entry begins, in table order
         # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in)
         self.jumps: list[tuple[int, int, bool]] = []
         self.end = 0  # where the entries end
@@ -221,7 +189,7 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     ip_size, offsets_at, entry_size = LAYOUT[family]
     hook_starts = {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0}
     walked = _Walked(family, blob, hook_starts)
-    masked, starts, jumps, entries = walked.masked, walked.starts, walked.jumps, walked.entries
+    masked, starts, jumps = walked.masked, walked.starts, walked.jumps
     zeros = bytes(entry_size - ip_size)
     offsets_of, verdict_of = ENTRY_OFFSETS.unpack_from, VERDICT.unpack_from
     offset, length = 0, len(blob)
@@ -232,7 +200,6 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
             break  # _entries' checks, inline
         if offset + next_offset > length:
             break
-        entries.append(offset)
         masked[offset + ip_size : offset + entry_size] = zeros
         name_at = offset + target_offset + 2
         if not blob[name_at]:  # the standard target: a verdict, or a jump when >= 0
@@ -356,9 +323,10 @@ class HeldTables:
 
     The proof: the table's hook offsets, its length, and every byte of its entries but
     the ones the kernel changes by itself (comefrom and the counters), compared byte for
-    byte. The next_offset fields are among the bytes compared, so equal bytes mean the
-    entries start where they started before, one after the other: the same table, rule
-    for rule.
+    byte (a digest would cost more than the walk saved: SHA-256 without OpenSSL hashes some
+    300 MB/s, and a table with 200 interfaces bound is 1 MB). The next_offset fields are
+    among the bytes compared, so equal bytes mean the entries start where they started
+    before, one after the other: the same table, rule for rule.
     """
 
     def __init__(self):
@@ -375,44 +343,31 @@ class HeldTables:
             return dict(kept[2])
         walked = _walk(family, hooks, blob)
         view = _view_of_walked(walked)
-        self._kept[(family, table)] = (hooks, _Proof(family, blob, walked.entries), view)
+        self._kept[(family, table)] = (hooks, _Proof(family, blob), view)
         return dict(view)
 
 
 class _Proof:
     """A table's entries, all but each one's comefrom and counters, to compare a later read
-    with: the stretches between them, where the walk found each entry begin (a later read
-    whose entries begin elsewhere differs in a next_offset compared), picked out in C by
-    one itemgetter of slices. Made the first time a read of the same length asks: a
-    process that reads a table once, or reads it again after a commit of its own that
-    changed its length (most do), pays only for keeping a reference to what it read."""
+    with. Made the first time a read of the same length asks: a process that reads a table
+    once, or reads it again after a commit of its own that changed its length (most do),
+    pays only for keeping a reference to what it read."""
 
-    def __init__(self, family: str, blob: bytes, entries: list[int]):
-        self._family, self._entries, self._length = family, entries, len(blob)
-        self._source: bytes | None = blob
-        self._pick = itemgetter(slice(0, 0), slice(0, 0))
-        self._compared = b""
+    def __init__(self, family: str, blob: bytes):
+        self._source: tuple[str, bytes] | None = (family, blob)
+        self._compared = Struct("")
+        self._bytes = b""
 
     def matches(self, blob: bytes) -> bool:
-        if len(blob) != self._length:
-            return False  # a commit of this process changed it: nothing to pick
         if self._source is not None:
-            self._pick = _compared_stretches(self._family, self._entries, self._length)
-            self._compared, self._source = b"".join(self._pick(self._source)), None
-        return b"".join(self._pick(blob)) == self._compared
-
-
-def _compared_stretches(family: str, entries: list[int], length: int) -> itemgetter:
-    """An itemgetter of the slices of a table with entries at these offsets that leave out
-    each entry's comefrom and counters (always two slices or more: a tuple)."""
-    _, offsets_at, entry_size = LAYOUT[family]
-    own_start = offsets_at + 4  # after the ip part, nfcache, target_offset, next_offset
-    begin, slices = 0, [slice(0, 0)]
-    for offset in entries:
-        slices.append(slice(begin, offset + own_start))
-        begin = offset + entry_size
-    slices.append(slice(begin, length))
-    return itemgetter(*slices)
+            family, kept = self._source
+            if len(kept) != len(blob):
+                return False  # a commit of this process changed it: nothing to build
+            self._compared = _compared_bytes(family, _entry_sizes(family, kept), len(kept))
+            self._bytes, self._source = b"".join(self._compared.unpack(kept)), None
+        if self._compared.size != len(blob):
+            return False
+        return b"".join(self._compared.unpack(blob)) == self._bytes
 
 
 def _entries(family: str, blob: bytes, begin: int, end: int):
@@ -429,6 +384,25 @@ def _entries(family: str, blob: bytes, begin: int, end: int):
             return  # nor read past its end
         yield offset, target_offset, next_offset
         offset += next_offset
+
+
+def _entry_sizes(family: str, blob: bytes) -> list[int]:
+    """Each entry's next_offset, in table order."""
+    return [size for _, _, size in _entries(family, blob, 0, len(blob))]
+
+
+def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
+    """A Struct that picks, from a table of entries of these sizes, every byte but each
+    entry's comefrom and counters (pad bytes), the bytes in between as one string each."""
+    _, offsets_at, entry_size = LAYOUT[family]
+    head = offsets_at + 4  # the ip part, nfcache, target_offset and next_offset
+    skipped = entry_size - head  # comefrom and the counters
+    parts, pending = [], head
+    for size in sizes:
+        parts.append(f"{pending}s{skipped}x")
+        pending = size - entry_size + head
+    parts.append(f"{length - sum(sizes) + pending - head}s")
+    return Struct("=" + "".join(parts)) if sizes else Struct(f"={length}s")
 
 
 def view_digest(view: dict) -> str:

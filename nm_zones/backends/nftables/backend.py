@@ -672,9 +672,6 @@ class NftablesBackend:
     def keep_entries(self, keep) -> None:
         """Nothing kept between runs: nft parses a script faster than entries can be read."""
 
-    def between_calls(self) -> None:
-        """Nothing kept for reads within a call."""
-
     def forget_deadlines(self, deadlines) -> None:
         """The sets of deadlines no allowance has any more, each in its own transaction: one
         that a rule still uses (an interface that could not be committed) stays, and is
