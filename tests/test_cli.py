@@ -8,7 +8,14 @@ import subprocess
 
 import pytest
 
-from nm_zones.doors.cli import PLAIN_COMMANDS, build_parser, parse, plain_args
+from nm_zones.doors.cli import (
+    ALLOW_OPTIONS,
+    PLAIN_COMMANDS,
+    SCOPE_OPTIONS,
+    build_parser,
+    parse,
+    plain_args,
+)
 from tests.harness.lab import PYTHON, REPO, base_env
 
 PLAIN_LINES = [
@@ -20,6 +27,15 @@ PLAIN_LINES = [
     ["gc"],
     ["enable"],
     ["disable"],
+    ["allow", "8080/tcp", "--zone", "work", "--for", "30s"],
+    ["allow", "--for", "2h", "8000/tcp"],
+    ["allow", "--zone", "work", "https", "--permanent"],
+    ["allow", "--app", "minidlna.service", "--interface", "eth0"],
+    ["allow", "8200/tcp", "--network", "3f2a9c1b07"],
+    ["allow", "", "--interface", "x y"],
+    ["allow"],
+    ["revoke", "8000/tcp"],
+    ["revoke", "--permanent", "https", "--zone", "work"],
 ]
 NOT_PLAIN = [
     ["apply", "-h"],
@@ -32,6 +48,18 @@ NOT_PLAIN = [
     ["status"],
     ["--version"],
     [],
+    ["allow", "-h"],
+    ["allow", "8080/tcp", "--for=2h"],
+    ["allow", "8080/tcp", "--zo", "work"],
+    ["allow", "8080/tcp", "--zone", "work", "--interface", "eth0"],
+    ["allow", "8080/tcp", "--zone", "work", "--zone", "home"],
+    ["allow", "8080/tcp", "--permanent", "--permanent"],
+    ["allow", "8080/tcp", "9090/tcp"],
+    ["allow", "", "9090/tcp"],
+    ["allow", "8080/tcp", "--for"],
+    ["allow", "8080/tcp", "--for", "-2h"],
+    ["allow", "--", "8080/tcp"],
+    ["revoke", "8080/tcp", "--for", "2h"],
 ]
 
 
@@ -47,6 +75,20 @@ def test_every_plain_command_is_one_the_parser_takes_positionals_only():
         options = [o for a in sub._actions for o in a.option_strings]
         assert positionals == list(names) and options == ["-h", "--help"], name
         assert sub.get_default("func") is func, name
+
+
+def test_allow_and_revoke_take_the_options_their_plain_parsing_knows():
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    for verb in ("allow", "revoke"):
+        sub = commands[verb]
+        taken = {o: a.dest for a in sub._actions for o in a.option_strings}
+        expected = {o: d for o, d in ALLOW_OPTIONS.items() if verb == "allow" or o != "--for"}
+        assert taken == {**expected, "--permanent": "permanent", "-h": "help", "--help": "help"}
+        positionals = [a.dest for a in sub._actions if not a.option_strings]
+        assert positionals == ["what"] and sub.get_default("func") is parse(["allow"]).func
+        group = {o for g in sub._mutually_exclusive_groups for a in g._group_actions
+                 for o in a.option_strings}
+        assert group == SCOPE_OPTIONS
 
 
 @pytest.mark.parametrize("argv", PLAIN_LINES, ids=" ".join)
@@ -66,7 +108,7 @@ def test_anything_else_is_left_to_argparse(argv):
     [
         ["status", "--json"],
         ["status", "wlan0"],
-        ["allow", "8000/tcp", "--for", "2h"],
+        ["allow", "8000/tcp", "--for=2h"],
         ["networks", "zone", "3f2a", "home"],
         ["default-zone", "--wired", "public"],
         ["panic", "on"],
@@ -90,6 +132,7 @@ def test_each_command_built_alone_says_what_the_whole_tree_says():
 def test_a_plain_command_imports_no_argparse():
     script = (
         "import sys; from nm_zones.doors.cli import parse; parse(['apply', 'eth0', 'home']);"
+        " parse(['allow', '8080/tcp', '--zone', 'work', '--for', '30s']);"
         " print('argparse' in sys.modules, 'json' in sys.modules)"
     )
     result = subprocess.run(

@@ -363,7 +363,6 @@ def cmd_allow(args) -> int:
     state lock (doors/allow.py)."""
     from ..ifname import check_interface
     from .allow import Request, check_what, known_network, run
-    from .apps import app_what, check_app_support
 
     if args.permanent and args.duration:
         raise UsageError("--for and --permanent exclude each other: a permanent change has no end")
@@ -374,13 +373,20 @@ def cmd_allow(args) -> int:
     loaded = load_config()
     if bool(args.app) == bool(args.what):
         raise UsageError("give WHAT (a service or a port) or --app APP, one of them")
-    what = app_what(args.app) if args.app else check_what(args.what, loaded)
+    if args.app:  # doors/apps.py's imports cost a port's allowance 2-3 ms
+        from .apps import app_what
+
+        what = app_what(args.app)
+    else:
+        what = check_what(args.what, loaded)
     if args.network:
         known_network(_paths(), args.network)  # exit 2 at once for an id nobody knows
     request = Request(args, what, loaded)
     _need_root(args.command)
     engine = open_engine()
     if args.app and args.command == "allow":
+        from .apps import check_app_support
+
         check_app_support(engine.backend.name)
     if args.zone and args.zone not in engine.known_zones():
         raise unknown_zone(args.zone)
@@ -958,7 +964,9 @@ class PlainArgs:
 # Commands whose parsers take positional arguments only, with their names: a command line
 # of exactly these, none starting with '-', parses without argparse (whose import and
 # parser cost a process 10-20 ms); anything else (-h, a missing or extra word) goes to
-# argparse, which says what it always said. test_cli checks each against argparse.
+# argparse, which says what it always said. allow and revoke, whose options come up in
+# scripts and timed openings, are parsed so too (plain_allow_args). test_cli checks each
+# against argparse.
 PLAIN_COMMANDS = {
     "apply": (cmd_apply, ("interface", "zone")),
     "remove": (cmd_remove, ("interface",)),
@@ -969,8 +977,23 @@ PLAIN_COMMANDS = {
 }
 
 
+# allow and revoke: the options that take a value (with argparse's dest for it); --for is
+# allow's alone, and --zone, --interface and --network exclude each other
+ALLOW_OPTIONS = {
+    "--app": "app",
+    "--zone": "zone",
+    "--interface": "interface",
+    "--network": "network",
+    "--for": "duration",
+}
+SCOPE_OPTIONS = frozenset({"--zone", "--interface", "--network"})
+
+
 def plain_args(argv: list[str]) -> PlainArgs | None:
-    """The parsed arguments of a plain command line (PLAIN_COMMANDS), else None."""
+    """The parsed arguments of a plain command line (PLAIN_COMMANDS, or allow and revoke
+    as plain_allow_args takes them), else None."""
+    if argv and argv[0] in ("allow", "revoke"):
+        return plain_allow_args(argv)
     if not argv or argv[0] not in PLAIN_COMMANDS:
         return None
     func, names = PLAIN_COMMANDS[argv[0]]
@@ -978,6 +1001,40 @@ def plain_args(argv: list[str]) -> PlainArgs | None:
     if len(words) != len(names) or any(word.startswith("-") for word in words):
         return None
     return PlainArgs(command=argv[0], func=func, **dict(zip(names, words, strict=True)))
+
+
+def plain_allow_args(argv: list[str]) -> PlainArgs | None:
+    """allow or revoke with at most one WHAT and each option at most once, an option's
+    value as the next word and none starting with '-' (`--for 2h`, not `--for=2h`), at
+    most one of --zone, --interface and --network: what argparse makes of it, else None
+    (argparse then takes it and says what it always said: -h, an abbreviation, `=`, a
+    repeated or conflicting option, a missing value)."""
+    verb, words = argv[0], argv[1:]
+    options = {o: d for o, d in ALLOW_OPTIONS.items() if verb == "allow" or o != "--for"}
+    values: dict = {"what": None, "permanent": False, **dict.fromkeys(ALLOW_OPTIONS.values())}
+    seen: set[str] = set()  # the options given
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word in seen:
+            return None
+        if word == "--permanent":
+            values["permanent"] = True
+        elif word in options:
+            index += 1
+            if index == len(words) or words[index].startswith("-"):
+                return None
+            values[options[word]] = words[index]
+        elif word.startswith("-") or values["what"] is not None:
+            return None  # not an option of these, or a second WHAT
+        else:
+            values["what"] = word
+        if word.startswith("-"):
+            seen.add(word)
+        index += 1
+    if len(seen & SCOPE_OPTIONS) > 1:
+        return None
+    return PlainArgs(command=verb, func=cmd_allow, **values)
 
 
 def parse(argv: list[str]):

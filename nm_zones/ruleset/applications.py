@@ -17,9 +17,9 @@ In a rule spec (plan.Spec) an application is the match ("cgroupv2", (("app", APP
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 
+from ..digest import sha256
 from .plan import MATCHES, Spec, make_spec
 
 PREFIX = "app:"  # an allowance's `what` for an application (ruleset/allowances.py)
@@ -37,7 +37,7 @@ APPS_NO_EFFECT = (
 def set_name(app: str) -> str:
     """The nftables set of an application: a short name nft accepts, whatever APP holds
     (the set's comment keeps APP itself)."""
-    return "nmz-app-" + hashlib.sha256(app.encode()).hexdigest()[:12]
+    return "nmz-app-" + sha256(app.encode()).hexdigest()[:12]  # hashlib would load OpenSSL
 
 
 def is_app(what: str) -> bool:
