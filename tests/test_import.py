@@ -383,6 +383,25 @@ def test_a_run_with_every_entry_known_never_imports_python_iptables(lab, tmp_pat
     assert probe_ssh_and_8080(lab, link) == ["accepted"] * 4
 
 
+def test_a_port_opened_again_for_a_while_needs_no_python_iptables(lab, tmp_path):
+    """A timed allowance's rule is kept as the template of the same rule's other deadlines
+    (entries.py): once a port was opened for a while, opening it again, for another while,
+    commits through libiptc alone, even where python-iptables cannot be imported, and the
+    port is open, in both families."""
+    link = lab.add_link()
+    lab.listen()
+    lab.nm_zones("apply", link.name, "public")
+    lab.nm_zones("allow", "8080/tcp", "--interface", link.name, "--for", "1h")
+    lab.nm_zones("revoke", "8080/tcp", "--interface", link.name)
+    assert probe_ssh_and_8080(lab, link) == FILTERED
+    argv = [PYTHON, "-m", "nm_zones", "allow", "8080/tcp", "--interface", link.name, "--for", "2h"]
+    result = run_in_syslog_sandbox(lab, tmp_path, argv, broken_python_iptables(tmp_path))
+    assert result["returncode"] == 0, result
+    assert probe_ssh_and_8080(lab, link) == ["accepted"] * 4
+    rules = interface_rules(lab, link.name, "ipv4") + interface_rules(lab, link.name, "ipv6")
+    assert sum("--dport 8080 -m time --datestop" in rule for rule in rules) == 2, rules
+
+
 def test_a_first_run_without_python_iptables_gives_way_to_nftables(lab, tmp_path):
     """With no entry kept yet (a first run), python-iptables is needed at once: when it
     cannot be imported, opening the iptables backend fails, and with `backend: auto` the

@@ -13,6 +13,9 @@ damaged entry is never handed to libiptc, and entries the kernel refuses are bui
 Dispatch rules (`-i IFACE -j nmz-if-IFACE-in`) name the interface and the chain, so they are
 not kept: each is a copy of one template entry per family, built by python-iptables, with
 the interface, its mask and the jump target written into the bytes where x_tables has them.
+Two more kinds are written into a kept entry of the same rule rather than built: a new
+interface's flow-marking rule (its mark) and a timed allowance's rule (its deadline, in the
+time match and the comment; the newest of each is kept whatever the config, _dated).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import marshal
 import os
 import struct
+import time
 
 from ...errors import KernelError
 from ...files import read_trusted, write_atomically
@@ -54,6 +58,15 @@ NFLOG_THRESHOLD = 0  # as iptables 1.8 leaves it: the kernel sends each packet a
 TEMPLATE = make_spec("ACCEPT")  # `-j ACCEPT`: retargeted per dispatch rule
 SPEC_FIELDS = MATCHES + 1
 MARK_TEMPLATE_LABEL = "template"  # a flow-marking rule built with each build (_marked)
+# a timed allowance's rule ends in these two matches (ruleset/allowances.py); struct
+# xt_entry_match: its size (u16), name, revision, then the match's data
+MATCH_HEADER_SIZE, MATCH_NAME_SIZE = 32, 29
+DATED_MATCHES = (("time", "datestop"), ("comment", "comment"))
+TIME_DATE_STOP = struct.Struct("=I")  # struct xt_time_info: date_start, then date_stop
+TIME_DATE_STOP_AT = 4
+COMMENT_SIZE = 256  # struct xt_comment_info: the comment, NUL-padded
+DATE_YEARS = (1970, 2038)  # the years libxt_time takes in a date (iptables 1.8.9)
+DATED_KEPT = 16  # timed allowances' rules kept as templates (_dated_templates)
 
 
 def kernel_identity() -> tuple:
@@ -280,7 +293,9 @@ class Entries:
         missing = [
             spec
             for spec in dict.fromkeys(specs)
-            if (family, spec) not in self.known and self._marked(family, spec) is None
+            if (family, spec) not in self.known
+            and self._marked(family, spec) is None
+            and self._dated(family, spec) is None
         ]
         if not missing:
             return
@@ -357,6 +372,48 @@ class Entries:
             return entry
         return None
 
+    def _dated_templates(self) -> dict:
+        """The newest timed allowance's rule of each rule and family, DATED_KEPT of them at
+        most, kept whatever the config: the templates _dated writes other deadlines into
+        (the config never holds a runtime allowance's rules)."""
+        newest: dict = {}
+        for (family, spec), data in self.known.items():  # oldest first: the file's, then new
+            undated = _undated(spec)
+            if undated is not None:
+                newest.pop((family, undated), None)
+                newest[(family, undated)] = ((family, spec), data)
+        return dict(list(newest.values())[-DATED_KEPT:])
+
+    def _dated(self, family: str, spec: tuple) -> bytes | None:
+        """A timed allowance's rule (`... -m time --datestop WHEN -m comment --comment
+        nmz-until-DEADLINE`), from the same rule with another deadline known: only the
+        time match's date_stop and the comment differ (python-iptables, through libxt_time,
+        reads WHEN as UTC). Opening a port again, or for longer, builds nothing then."""
+        undated = _undated(spec)
+        if undated is None:
+            return None
+        when, comment = (options[0][1] for _, options in spec[MATCHES][-2:])
+        stop, text = _utc_seconds(when), comment.encode()
+        if stop is None or len(text) >= COMMENT_SIZE or b"\0" in text:
+            return None
+        for (known_family, known), data in self.known.items():
+            if known_family != family or _undated(known) != undated:
+                continue
+            if not well_formed(family, data):
+                continue
+            places = _match_data(family, data)
+            time_at, time_size = places.get("time", (0, 0))
+            comment_at, comment_size = places.get("comment", (0, 0))
+            if time_size < TIME_DATE_STOP_AT + TIME_DATE_STOP.size or comment_size < COMMENT_SIZE:
+                continue
+            entry = bytearray(data)
+            TIME_DATE_STOP.pack_into(entry, time_at + TIME_DATE_STOP_AT, stop)
+            entry[comment_at : comment_at + COMMENT_SIZE] = text.ljust(COMMENT_SIZE, b"\0")
+            self.known[(family, spec)] = entry = bytes(entry)
+            self.added = True
+            return entry
+        return None
+
     def dispatch(
         self,
         family: str,
@@ -412,6 +469,7 @@ class Entries:
         known = {
             k: v for k, v in self.known.items() if keep is None or k[1] == TEMPLATE or keep(*k)
         }
+        known.update(self._dated_templates())
         data = marshal.dumps((self.identity, self.libraries, known))
         try:  # noqa: SIM105 - contextlib would cost every event 5 ms of imports
             write_atomically(self.path, data, 0o600)
@@ -428,6 +486,56 @@ def _same_mask(options, mask: str) -> bool:
         return not more and option == "set-xmark" and value.partition("/")[2] == mask
     except (TypeError, ValueError, AttributeError):
         return False
+
+
+def _undated(spec: tuple) -> tuple | None:
+    """A timed allowance's spec without its deadline (None: not one, see _dated)."""
+    matches = spec[MATCHES]
+    if len(matches) < len(DATED_MATCHES):
+        return None
+    dated = matches[-len(DATED_MATCHES) :]
+    for (name, options), (wanted, option) in zip(dated, DATED_MATCHES, strict=True):
+        if name != wanted or len(options) != 1 or options[0][0] != option:
+            return None
+    return (*spec[:MATCHES], matches[: -len(DATED_MATCHES)])
+
+
+def _utc_seconds(when: str) -> int | None:
+    """`YYYY-MM-DDTHH:MM:SS` (UTC) as seconds since the epoch, as libxt_time reads it; None
+    for anything else, and for a year libxt_time refuses (DATE_YEARS: building that rule
+    fails as it always did). Without the calendar and _strptime modules, for an event's
+    sake."""
+    if len(when) != 19 or when[4] + when[7] + when[10] + when[13] + when[16] != "--T::":
+        return None
+    fields = (when[0:4], when[5:7], when[8:10], when[11:13], when[14:16], when[17:19])
+    if not all(field.isascii() and field.isdigit() for field in fields):
+        return None
+    civil = tuple(map(int, fields))
+    year, month, day, hour, minute, second = civil
+    if not (DATE_YEARS[0] <= year <= DATE_YEARS[1] and 1 <= month <= 12):
+        return None
+    year -= month <= 2  # days from the civil date (H. Hinnant's algorithm), March first
+    era, year_of_era = divmod(year, 400)
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    seconds = (era * 146097 + day_of_era - 719468) * 86400 + hour * 3600 + minute * 60 + second
+    return seconds if time.gmtime(seconds)[:6] == civil else None  # no 31 February
+
+
+def _match_data(family: str, data: bytes) -> dict[str, tuple[int, int]]:
+    """{match name: (where its data begins, its size)} of an entry (the last of a name
+    wins); {} when the matches' sizes do not add up to the target's offset."""
+    _, offsets_at, header = LAYOUT[family]
+    target_offset = ENTRY_OFFSETS.unpack_from(data, offsets_at)[0]
+    places, offset = {}, header
+    while offset < target_offset:
+        size = TARGET_SIZE_FIELD.unpack_from(data, offset)[0]
+        if size < MATCH_HEADER_SIZE or offset + size > target_offset:
+            return {}
+        name = data[offset + 2 : offset + 2 + MATCH_NAME_SIZE].split(b"\0", 1)[0]
+        places[name.decode("latin-1")] = (offset + MATCH_HEADER_SIZE, size - MATCH_HEADER_SIZE)
+        offset += size
+    return places if offset == target_offset else {}
 
 
 def well_formed(family: str, data: bytes, standard: bool = False) -> bool:
