@@ -489,15 +489,21 @@ def _same_mask(options, mask: str) -> bool:
 
 
 def _undated(spec: tuple) -> tuple | None:
-    """A timed allowance's spec without its deadline (None: not one, see _dated)."""
-    matches = spec[MATCHES]
-    if len(matches) < len(DATED_MATCHES):
-        return None
-    dated = matches[-len(DATED_MATCHES) :]
-    for (name, options), (wanted, option) in zip(dated, DATED_MATCHES, strict=True):
-        if name != wanted or len(options) != 1 or options[0][0] != option:
+    """A timed allowance's spec without its deadline (None: not one, see _dated; nor is a
+    spec of a damaged entries file that is not shaped as specs are)."""
+    try:
+        matches = spec[MATCHES]
+        if len(matches) < len(DATED_MATCHES):
             return None
-    return (*spec[:MATCHES], matches[: -len(DATED_MATCHES)])
+        dated = matches[-len(DATED_MATCHES) :]
+        for (name, options), (wanted, option) in zip(dated, DATED_MATCHES, strict=True):
+            if name != wanted or len(options) != 1 or options[0][0] != option:
+                return None
+        if not isinstance(options[0][1], str) or not isinstance(dated[0][1][0][1], str):
+            return None
+        return (*spec[:MATCHES], tuple(matches[: -len(DATED_MATCHES)]))
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
 
 
 def _utc_seconds(when: str) -> int | None:
