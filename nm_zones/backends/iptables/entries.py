@@ -59,8 +59,7 @@ TEMPLATE = make_spec("ACCEPT")  # `-j ACCEPT`: retargeted per dispatch rule
 SPEC_FIELDS = MATCHES + 1
 MARK_TEMPLATE_LABEL = "template"  # a flow-marking rule built with each build (_marked)
 # a timed allowance's rule ends in these two matches (ruleset/allowances.py); struct
-# xt_entry_match: its size (u16), name, revision, then the match's data
-MATCH_HEADER_SIZE, MATCH_NAME_SIZE = 32, 29
+# xt_entry_match begins as xt_entry_target does: its size (u16), name, revision, then data
 DATED_MATCHES = (("time", "datestop"), ("comment", "comment"))
 TIME_DATE_STOP = struct.Struct("=I")  # struct xt_time_info: date_start, then date_stop
 TIME_DATE_STOP_AT = 4
@@ -350,27 +349,26 @@ class Entries:
         mark, _, mask = value.partition("/")
         if option != "set-xmark" or not mask:
             return None
-        for (known_family, known), data in self.known.items():
-            if known_family != family or known[TARGET] != "CONNMARK":
-                continue
-            if known[SOURCE:] != spec[SOURCE:]:  # addresses, protocol, matches
-                continue
-            if not _same_mask(known[TARGET_OPTIONS], mask):
-                continue
-            if not well_formed(family, data):
-                continue
-            mark_at = ENTRY_OFFSETS.unpack_from(data, LAYOUT[family][1])[0] + TARGET_SIZE
-            if mark_at + CONNMARK_MARK.size > len(data):
-                continue
-            try:
-                entry = bytearray(data)
-                CONNMARK_MARK.pack_into(entry, mark_at, int(mark, 0))
-            except (ValueError, struct.error):
-                return None
-            self.known[(family, spec)] = entry = bytes(entry)
-            self.added = True
-            return entry
-        return None
+        try:
+            packed = CONNMARK_MARK.pack(int(mark, 0))
+        except (ValueError, struct.error):
+            return None
+
+        def same(known: tuple) -> bool:  # addresses, protocol, matches and mask alike
+            return (
+                known[TARGET] == "CONNMARK"
+                and known[SOURCE:] == spec[SOURCE:]
+                and _same_mask(known[TARGET_OPTIONS], mask)
+            )
+
+        def write(entry: bytearray) -> bool:
+            mark_at = ENTRY_OFFSETS.unpack_from(entry, LAYOUT[family][1])[0] + TARGET_SIZE
+            if mark_at + len(packed) > len(entry):
+                return False
+            entry[mark_at : mark_at + len(packed)] = packed
+            return True
+
+        return self._written_into_kept(family, spec, same, write)
 
     def _dated_templates(self) -> dict:
         """The newest timed allowance's rule of each rule and family, DATED_KEPT of them at
@@ -396,22 +394,34 @@ class Entries:
         stop, text = _utc_seconds(when), comment.encode()
         if stop is None or len(text) >= COMMENT_SIZE or b"\0" in text:
             return None
-        for (known_family, known), data in self.known.items():
-            if known_family != family or _undated(known) != undated:
-                continue
-            if not well_formed(family, data):
-                continue
-            places = _match_data(family, data)
+
+        def write(entry: bytearray) -> bool:
+            places = _match_data(family, entry)
             time_at, time_size = places.get("time", (0, 0))
             comment_at, comment_size = places.get("comment", (0, 0))
             if time_size < TIME_DATE_STOP_AT + TIME_DATE_STOP.size or comment_size < COMMENT_SIZE:
-                continue
-            entry = bytearray(data)
+                return False
             TIME_DATE_STOP.pack_into(entry, time_at + TIME_DATE_STOP_AT, stop)
             entry[comment_at : comment_at + COMMENT_SIZE] = text.ljust(COMMENT_SIZE, b"\0")
-            self.known[(family, spec)] = entry = bytes(entry)
-            self.added = True
-            return entry
+            return True
+
+        def same(known: tuple) -> bool:  # the same rule, another deadline
+            return _undated(known) == undated
+
+        return self._written_into_kept(family, spec, same, write)
+
+    def _written_into_kept(self, family: str, spec: tuple, same, write) -> bytes | None:
+        """The entry of `spec` made from a well-formed kept entry of the family whose spec
+        `same` accepts: `write` changes a copy of it (False: not this one), and the result
+        is kept under `spec` (_marked, _dated)."""
+        for (known_family, known), data in self.known.items():
+            if known_family != family or not same(known) or not well_formed(family, data):
+                continue
+            entry = bytearray(data)
+            if write(entry):
+                self.known[(family, spec)] = written = bytes(entry)
+                self.added = True
+                return written
         return None
 
     def dispatch(
@@ -536,10 +546,11 @@ def _match_data(family: str, data: bytes) -> dict[str, tuple[int, int]]:
     places, offset = {}, header
     while offset < target_offset:
         size = TARGET_SIZE_FIELD.unpack_from(data, offset)[0]
-        if size < MATCH_HEADER_SIZE or offset + size > target_offset:
+        if size < TARGET_SIZE or offset + size > target_offset:
             return {}
-        name = data[offset + 2 : offset + 2 + MATCH_NAME_SIZE].split(b"\0", 1)[0]
-        places[name.decode("latin-1")] = (offset + MATCH_HEADER_SIZE, size - MATCH_HEADER_SIZE)
+        name_at = offset + TARGET_NAME_OFFSET
+        name = bytes(data[name_at : name_at + TARGET_NAME_SIZE]).split(b"\0", 1)[0]
+        places[name.decode("latin-1")] = (offset + TARGET_SIZE, size - TARGET_SIZE)
         offset += size
     return places if offset == target_offset else {}
 
