@@ -93,13 +93,14 @@ def quick_index(state) -> bytes:
     from .backends.views import quick_token
     from .ruleset.allowances import next_deadline
 
-    bound = {
-        name: (binding.inputs, binding.ifindex)
-        for name, binding in state.interfaces.items()
-        if binding.as_decided()
-    }
     views = state.kernel
     if not state.catchall_digest or None in views.values():
-        bound = {}  # no catch-all yet, or a commit under way: events run in full
+        bound = {}  # no catch-all yet, or a commit under way (the journal): events run in full
+    else:
+        bound = {
+            name: (binding.inputs, binding.ifindex)
+            for name, binding in state.interfaces.items()
+            if binding.as_decided()
+        }
     tokens = {key: quick_token(key, view) for key, view in views.items() if view is not None}
     return marshal.dumps((bound, tokens, next_deadline(state.allowances)))

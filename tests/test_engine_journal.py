@@ -10,6 +10,7 @@ setting is off), so nothing here can reach this machine's network.
 
 from __future__ import annotations
 
+import marshal
 import os
 
 import pytest
@@ -18,6 +19,7 @@ from nm_zones.backends import panic_recorded
 from nm_zones.engine import Engine
 from nm_zones.errors import KernelError
 from nm_zones.paths import Paths
+from nm_zones.quick import QUICK_FILE
 from nm_zones.resolve import Connection
 from nm_zones.ruleset.allowances import boottime
 from nm_zones.state import StateDir
@@ -166,6 +168,29 @@ def test_an_apply_refused_after_its_journal_entry_is_repaired_by_the_next_run(wo
     assert "repairing an interrupted apply" in " ".join(c.reason for c in engine.changes)
     assert not any("another program" in w for w in engine.warnings)  # its own, said quietly
     assert recorded_matches_kernel(world, fake)
+
+
+def quick_bound(world: World) -> dict:
+    """The interfaces the quick file (quick.py) lets an event trust: name -> (inputs, index)."""
+    with open(os.path.join(world.paths.state, QUICK_FILE), "rb") as stream:
+        return marshal.loads(stream.read())[0]
+
+
+@pytest.mark.parametrize("which", ["iptables", "nftables"])
+def test_no_interface_is_trusted_by_the_quick_path_while_a_commit_is_under_way(world, which):
+    """The journal entry of a commit leaves the quick file without interfaces (an event then
+    runs in full); the run that finishes the commit lets them be trusted again."""
+    fake = world.use(which)
+    world.run(lambda e, s: e.apply_interface("eth8", "home", HOW, None, s, "inputs-8"))
+    eth8 = world.state().interfaces["eth8"].ifindex
+    assert quick_bound(world) == {"eth8": ("inputs-8", eth8)}
+    fake.refuse_next("apply")
+    with pytest.raises(KernelError):
+        world.run(lambda e, s: e.apply_interface("eth9", "work", HOW, None, s, "inputs-9"))
+    assert world.state().interfaces["eth9"].status == "applying"
+    assert quick_bound(world) == {}
+    world.run()
+    assert quick_bound(world)["eth8"] == ("inputs-8", eth8)
 
 
 def test_an_apply_cut_between_its_tables_is_rebuilt_and_finished(world):
