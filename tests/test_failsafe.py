@@ -422,6 +422,30 @@ def test_a_timed_allowances_entry_with_another_deadline_is_the_one_python_iptabl
     assert report == {"count": 168, "differ": [], "built": False}
 
 
+TIME_ZONE_KEPT = """
+import json, subprocess, time
+from nm_zones.backends.iptables.entries import Entries
+from nm_zones.ruleset.allowances import specs
+before = time.localtime(0).tm_zone
+entries = Entries(None)
+entries.ensure("ipv4", [specs((("8080/tcp", 5, 2000000000),), {}, "ipv4")[0]])
+assert entries.iptc is not None  # built by python-iptables: libxt_time parsed the date
+child = subprocess.run(["sh", "-c", "echo ${TZ-unset}"], capture_output=True, text=True)
+print(json.dumps([before, time.localtime(0).tm_zone, child.stdout.strip()]))
+"""
+
+
+def test_building_a_timed_allowance_leaves_the_processs_time_zone_as_it_was(lab):
+    """libxt_time sets TZ=UTC in the C environment to read a date: a process that built a
+    timed allowance's rule (the service, for good) still shows local times in its own zone,
+    and its children inherit that zone, not UTC."""
+    import json
+
+    script = [PYTHON, "-c", TIME_ZONE_KEPT]
+    result = lab.run(lab.zoned, script, PYTHONPATH=REPO, TZ="NMZ-5")
+    assert json.loads(result.stdout) == ["NMZ", "NMZ", "NMZ-5"]
+
+
 def test_damaged_entries_are_built_again_not_handed_to_libiptc(lab):
     """libiptc trusts the sizes written inside an entry: an entry whose sizes do not add up
     is never handed over (a damaged file would crash the event, or worse)."""

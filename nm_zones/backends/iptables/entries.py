@@ -154,6 +154,18 @@ def release_tables(iptc, family: str) -> None:
         table.close()
 
 
+def keep_time_zone() -> None:
+    """libxt_time reads a time match's dates with TZ=UTC set in the process's C environment
+    (and tzset): the process's own time zone is put back, or every local time it shows
+    afterwards (the service's log and status times) and its children's would be UTC."""
+    zone = os.environ.get("TZ")  # the process's own: os.environ never saw libxt_time's
+    if zone is None:
+        os.unsetenv("TZ")
+    else:
+        os.putenv("TZ", zone)
+    time.tzset()
+
+
 def build_entry(iptc, family: str, spec: Spec) -> bytes:
     """The entry for a rule spec, through python-iptables' Rule."""
     target, source, destination = spec[TARGET], spec[SOURCE], spec[DESTINATION]
@@ -315,6 +327,7 @@ class Entries:
                 built += _build_in_child(iptc, family, nat)
         finally:
             release_tables(iptc, family)
+            keep_time_zone()
         for spec, entry in zip(plain + nat, built, strict=True):
             self.known[(family, spec)] = entry
         self.added = True
