@@ -12,6 +12,7 @@ from nm_zones.doors.cli import (
     ALLOW_OPTIONS,
     PLAIN_COMMANDS,
     SCOPE_OPTIONS,
+    _dash_port,
     build_parser,
     parse,
     plain_args,
@@ -101,6 +102,25 @@ def test_a_plain_command_line_parses_as_the_whole_tree_parses_it(argv):
 @pytest.mark.parametrize("argv", NOT_PLAIN, ids=lambda argv: " ".join(argv) or "nothing")
 def test_anything_else_is_left_to_argparse(argv):
     assert plain_args(argv) is None
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["allow", "-1/tcp", "--zone", "public"], "'-1/tcp' is not a port: ports are 1-65535"),
+        (["revoke", "--zone", "public", "-1"], "'-1' is not a port: ports are 1-65535"),
+        (["allow", "8000/tcp", "--zone", "-5"], ""),  # a zone's name: argparse's to judge
+        (["allow", "--for", "-1/tcp", "8000/tcp"], ""),
+        (["allow", "-h", "-1/tcp"], ""),  # help, as argparse prints it
+        (["revoke", "-1/tcp", "--help"], ""),
+        (["allow", "--", "-1/tcp"], ""),
+    ],
+)
+def test_a_what_of_a_dash_and_a_digit_is_no_port_in_one_line(argv, says):
+    """Said before argparse, which would take it for an option and print its usage; an
+    option's value and a line asking for help are left to argparse."""
+    said = _dash_port(argv)
+    assert said.startswith(says) if says else said == ""
 
 
 @pytest.mark.parametrize(

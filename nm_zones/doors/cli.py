@@ -942,13 +942,17 @@ def _add_system_commands(sub) -> None:
 
 def _dash_port(argv: list[str]) -> str:
     """A WHAT of allow or revoke that starts with '-' and a digit (`-1/tcp`): argparse would
-    take it for an option and print its usage; it is a port out of range, said in one line."""
-    if not argv or argv[0] not in ("allow", "revoke"):
+    take it for an option and print its usage; it is a port out of range, said in one line.
+    An option's value is not a WHAT (`--zone -5` is argparse's to judge), and -h is help."""
+    if not argv or argv[0] not in ("allow", "revoke") or {"-h", "--help"} & set(argv):
         return ""
-    for word in argv[1:]:
+    words = iter(argv[1:])
+    for word in words:
         if word == "--":
             return ""
-        if len(word) > 1 and word[0] == "-" and word[1].isdigit():
+        if word in ALLOW_OPTIONS:
+            next(words, None)
+        elif len(word) > 1 and word[0] == "-" and word[1].isdigit():
             return f"{word!r} is not a port: ports are 1-65535, as in 8080/tcp or 60000-61000/udp"
     return ""
 
