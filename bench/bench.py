@@ -93,7 +93,9 @@ def spawn(
 
 def nft_floor_scripts(interface: str) -> tuple[str, str]:
     """The nftables floor's scripts: one interface's `public` chains and map elements put
-    into nm-zones' table, and taken out again (bench/versus.py times the first in-process)."""
+    into nm-zones' table, and taken out again (bench/versus.py times the first in-process).
+    The first as a switch writes it (chains as blocks, elements in the maps' declarations:
+    backends/nftables/backend.py), which spares libnftables a dump of every chain."""
     from nm_zones.backends.nftables.backend import _drop_chains, interface_script
     from nm_zones.config.load import load
     from nm_zones.ifname import chain_name
@@ -106,7 +108,7 @@ def nft_floor_scripts(interface: str) -> tuple[str, str]:
     ruleset = compile_interface(interface, config.zones["public"], config)
     plan = KernelPlan(interface, ruleset.chains_by_table())
     chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
-    return ("\n".join(interface_script(plan, replace=False)) + "\n",
+    return ("\n".join(interface_script(plan, present=set())) + "\n",
             "\n".join(_drop_chains(interface, chains)) + "\n")
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 
 import pytest
 
@@ -58,6 +60,65 @@ def test_plan_loads_with_nft_check_and_is_what_apply_puts_in_place(lab):
         status = lab.nm_zones("status", link.name, "--json", check=False)
         assert json.loads(status.stdout)["kernel"] == "in place", (zone, status.stdout)
     lab.run(lab.peer, ["nft", "flush", "ruleset"])
+
+
+# what makes libnftables 1.0.6 fetch every chain of every table before it runs a script
+FETCHES_EVERY_CHAIN = ("add rule ", "add element ", "insert ", "delete ", "replace ")
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_a_switch_script_spares_libnftables_a_dump_of_every_chain(backend, zone):
+    """With 200 interfaces bound, that dump was most of what a switch's commit cost more than
+    with one. A switch's script for a zone (its chains as blocks, its elements in the maps'
+    declarations) has no command that needs it when the run found absent the chains the
+    plan drops; those it found present are deleted, with the elements leading to them."""
+    from nm_zones.backends.nftables.backend import Script, interface_script, own_chains
+    from nm_zones.backends.nftables.libnft import chain_ref
+    from nm_zones.config.load import load
+    from nm_zones.paths import Paths
+    from nm_zones.ruleset.build import compile_interface
+    from nm_zones.ruleset.plan import KernelPlan
+
+    config = load(Paths(config="/nonexistent")).config
+    chains_by_table = compile_interface("eth0", config.zones[zone], config).chains_by_table()
+    plan = KernelPlan("eth0", chains_by_table)
+    lines = interface_script(plan, present=set())
+    assert [line for line in lines if line.startswith(FETCHES_EVERY_CHAIN)] == []
+    everything = {chain_ref(chain) for chain in own_chains("eth0")}
+    lines = interface_script(plan, present=everything)
+    deleted = {line.split()[-1] for line in lines if line.startswith("delete chain ")}
+    kept = {chain_ref(chain) for chain in Script(plan).chains}
+    assert deleted and deleted == everything - kept, zone
+
+
+def test_a_chain_the_switch_drops_made_after_its_check_is_taken_out(lab):
+    """A switch deletes only the chains its plan drops that its check of the kernel found: one
+    that another program makes between that check and the commit (with the element leading
+    to it) is found after the commit, and the run rebuilds the table and says so."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    run = subprocess.Popen(
+        ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", "apply", link.name, "public"],
+        env=lab.env(NM_ZONES_FAULTS="stop-before-commit=1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, stopped = os.waitpid(run.pid, os.WUNTRACED)  # after its check, before its commit
+    assert os.WIFSTOPPED(stopped), stopped
+    pre = f"nmz-if-{link.name}-pre"
+    try:
+        lab.shell(
+            f"nft add chain inet nm-zones {pre}; nft add rule inet nm-zones {pre} accept; "
+            f"nft add element inet nm-zones nmz-pre '{{ \"{link.name}\" : jump {pre} }}'"
+        )
+    finally:
+        os.kill(run.pid, signal.SIGCONT)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode in (0, 1) and "Traceback" not in stderr, (stdout, stderr)
+    assert "changed by another program" in stderr, stderr
+    assert pre not in lab.nft_table()
+    assert lab.nm_zones("status", check=False).returncode == 0
 
 
 FOREIGN_NFT = """
@@ -525,7 +586,7 @@ print(backend.changed_meanwhile() == {KEY})
 def test_a_commit_that_changes_nothing_is_not_taken_for_another_programs(lab):
     """The kernel moves the generation id only for a transaction that changes something: a
     commit of nm-zones' that changed nothing, after one of another program's, must not let
-    that one pass for its own (every such commit makes and deletes a chain)."""
+    that one pass for its own (every such commit takes a set's element out and puts it back)."""
     link, other = lab.add_link(), lab.add_link()
     lab.nm_zones("apply", link.name, "home")
     lab.nm_zones("apply", other.name, "home")

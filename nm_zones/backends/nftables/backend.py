@@ -21,9 +21,15 @@ name the interface and the fingerprint of an interface's rules would then span z
 cost target is met without them.
 
 Every change is one script run as one transaction: both families, every hook, so a switch is
-atomic as a whole. Other tables (docker's, iptables-nft's `ip filter`, the admin's) are never
-named, and nothing of theirs is read: the view reads nm-zones' table alone (nfnetlink.py), and
-`status` reads it back as libnftables lists it in JSON (listing.py).
+atomic as a whole. A switch's script is written so that libnftables need not fetch every
+chain of every table first (what version 1.0.6 does for any `add rule`, `add element`, `insert`
+or `delete`: with 200 interfaces bound, most of what the commit costs more than with one): an
+interface's rules as one chain block (`add chain T C { rule; rule; }`, which libnftables
+expands into the same rules), a map's elements in its declaration, nothing deleted that the
+run found absent, and the generation id moved by a set flushed and filled (MOVES_GENERATION).
+Other tables (docker's, iptables-nft's `ip filter`, the admin's) are never named, and nothing
+of theirs is read: the view reads nm-zones' table alone (nfnetlink.py), and `status` reads it
+back as libnftables lists it in JSON (listing.py).
 """
 
 from __future__ import annotations
@@ -377,12 +383,20 @@ def element_map(kind: str) -> str:
     return DISPATCH[kind][0]
 
 
-def interface_script(plan, replace: bool = True, stale: tuple[str, ...] = ()) -> list[str]:
+def interface_script(
+    plan, replace: bool = True, stale: tuple[str, ...] = (), present=None
+) -> list[str]:
     """Commands that make the table hold `plan` for its interface (the catch-all for None):
     its chains flushed and refilled, chains of kinds it no longer uses deleted with their
     elements, its elements added (an element's verdict depends only on the name). `stale`:
-    source zones' chains the catch-all no longer has, deleted once nothing leads to them."""
-    script = Script(plan)
+    source zones' chains the catch-all no longer has, deleted once nothing leads to them.
+    `present`: the chains the table held when the run checked it (chain_ref's spelling),
+    None when unknown; a chain the plan drops that was not there is not deleted (the
+    module's docstring says why)."""
+    return _script_lines(Script(plan), plan.interface, replace, stale, present)
+
+
+def _script_lines(script, interface, replace, stale, present) -> list[str]:
     lines = []
     t = f"{FAMILY} {TABLE}"
     for helper, (protocol, families) in sorted(script.helpers.items()):
@@ -392,31 +406,47 @@ def interface_script(plan, replace: bool = True, stale: tuple[str, ...] = ()) ->
         from .appsets import declare
 
         lines += declare(script.apps)
-    lines += deadline_sets(script.deadlines, plan.interface)
+    lines += deadline_sets(script.deadlines, interface)
     bodies = script.chain_lines()
     for chain, rules in bodies.items():
         lines.append(f"add chain {t} {chain_ref(chain)}")
-        if replace:
-            lines.append(f"flush chain {t} {chain_ref(chain)}")
-        lines += [f"add rule {t} {chain_ref(chain)} {rule}" for rule in rules]
-    if plan.interface is None:
+        if not replace:
+            lines += [f"add rule {t} {chain_ref(chain)} {rule}" for rule in rules]
+            continue
+        lines.append(f"flush chain {t} {chain_ref(chain)}")
+        if rules:  # the rules `add rule` lines would make, in one block (module docstring)
+            lines.append(f"add chain {t} {chain_ref(chain)} {{ {'; '.join(rules)}; }}")
+    if interface is None:
         owned = list(CATCHALL_CHAINS.values())
         for base, rules in script.base_lines().items():
             lines.append(f"flush chain {t} {base}")
             lines += [f"add rule {t} {base} {rule}" for rule in rules]
         lines += _drop_chains(None, [c for c in stale if c not in bodies])
     else:
-        from ...ifname import chain_name
-
-        owned = [chain_name(plan.interface, kind) for kind in CHAIN_KINDS]
+        owned = own_chains(interface)
         for base, rules in script.sources.items():  # only `plan` shows a zone's sources here
             lines += [f"insert rule {t} {base} {rule}" for rule in reversed(rules)]
     for dispatch_chain, elements in script.elements.items():
-        for interface, verdict in elements.items():
-            lines.append(f"add element {t} {dispatch_chain} {{ {quote(interface)} : {verdict} }}")
-    if plan.interface is not None and replace:
-        lines += _drop_chains(plan.interface, [c for c in owned if c not in bodies])
+        pairs = [f"{quote(name)} : {verdict}" for name, verdict in elements.items()]
+        if replace:  # all of a map's elements in its declaration (module docstring)
+            declaration = f"type ifname : verdict; elements = {{ {', '.join(pairs)} }};"
+            lines.append(f"add map {t} {dispatch_chain} {{ {declaration} }}")
+        else:
+            lines += [f"add element {t} {dispatch_chain} {{ {pair} }}" for pair in pairs]
+    if interface is not None and replace:
+        dropped = [c for c in owned if c not in bodies]
+        if present is not None:
+            dropped = [c for c in dropped if chain_ref(c) in present]
+        lines += _drop_chains(interface, dropped)
     return lines
+
+
+def own_chains(interface: str) -> list[str]:
+    """The chains an interface may have, one per kind."""
+    from ...ifname import chain_name
+
+    return [chain_name(interface, kind) for kind in CHAIN_KINDS]
+
 
 
 def deadline_sets(deadlines, interface: str | None) -> list[str]:
@@ -429,10 +459,11 @@ def deadline_sets(deadlines, interface: str | None) -> list[str]:
     now = boottime()
     for deadline in sorted(deadlines):
         name = set_name(deadline)
-        lines.append(f"add set {t} {name} {{ type ifname; flags timeout; }}")
         left = ceil((deadline - now) * 1000)
+        element = ""  # in the set's declaration, not an `add element` (module docstring)
         if interface is not None and left > 0:
-            lines.append(f"add element {t} {name} {{ {quote(interface)} timeout {left}ms }}")
+            element = f" elements = {{ {quote(interface)} timeout {left}ms }};"
+        lines.append(f"add set {t} {name} {{ type ifname; flags timeout;{element} }}")
     return lines
 
 
@@ -477,14 +508,17 @@ def plan_script(plan) -> str:
     return "\n".join(table_script() + interface_script(plan, replace=False)) + "\n"
 
 
-# the end of every transaction whose touched chains may be read back alone: a chain made and
-# deleted. The kernel moves the generation id only for a transaction that changed something
-# (re-adding what exists changes nothing), and the proof that this transaction was the only
-# one since the view it starts from (nfnetlink.read) is that the id moved by exactly one:
-# without a change of its own, another program's one transaction would pass for it.
+# the end of every transaction whose touched chains may be read back alone: a set's element
+# taken out and put back (not a chain made and deleted: a `delete` makes libnftables fetch
+# every chain first). The kernel moves the generation id only for a transaction that changed
+# something (re-adding what exists changes nothing), and the proof that this transaction was
+# the only one since the view it starts from (nfnetlink.read) is that the id moved by
+# exactly one: without a change of its own, another program's one transaction would pass
+# for it.
 MOVES_GENERATION = (
-    f"add chain {FAMILY} {TABLE} nmz-commit",
-    f"delete chain {FAMILY} {TABLE} nmz-commit",
+    f"add set {FAMILY} {TABLE} nmz-commit {{ type mark; }}",
+    f"flush set {FAMILY} {TABLE} nmz-commit",
+    f"add set {FAMILY} {TABLE} nmz-commit {{ type mark; elements = {{ 1 }}; }}",
 )
 
 
@@ -564,17 +598,22 @@ class NftablesBackend:
         return None
 
     def apply_many(self, items: list) -> None:
-        """Several interfaces' plans (no catch-all) in one transaction."""
-        from ...ifname import chain_name
-
+        """Several interfaces' plans (no catch-all) in one transaction. The chains the run
+        found in the table spare deleting those a plan drops that are not there; after the
+        commit, none of them may be there (see _commit)."""
         lines: list[str] = []
         touched: set[str] = set()
+        dropped: set[str] = set()
+        checked = self.trusted.get(KEY)
+        present = set(checked["chains"]) if checked and "chains" in checked else None
         for plan, _previous in items:
-            owned = frozenset(chain_name(plan.interface, kind) for kind in CHAIN_KINDS)
+            owned = frozenset(own_chains(plan.interface))
             self.faults.check(owned)
+            script = Script(plan)
             touched |= owned
-            lines += interface_script(plan)
-        self._change(lines, touched)
+            dropped |= owned - set(script.chains)
+            lines += _script_lines(script, plan.interface, True, (), present)
+        self._change(lines, touched, dropped)
         plans = [plan for plan, _ in items]
         self._fill_sets(plans)
         forwarding = sorted({f for plan in plans for f in plan.forwarding or ()})
@@ -699,19 +738,22 @@ class NftablesBackend:
             view = checked
         self.trusted = {KEY: view} if view else {}
 
-    def _change(self, lines: list[str], touched) -> None:
+    def _change(self, lines: list[str], touched, dropped=()) -> None:
         """One transaction: the skeleton first (when the table is new, its vmap rules too;
         a table whose hook chains another program changed is rebuilt whole before, by
-        engine.reconcile), then `lines`, which change the `touched` chains and maps only."""
+        engine.reconcile), then `lines`, which change the `touched` chains and maps only,
+        and leave none of the `dropped` chains."""
         from .nfnetlink import reader
 
         self.faults.before_commit()
         # a table gone since the run checked it is found by _commit's comparison: the
         # chains it held are missing from the new one, and its deletion moved the id on
         script = skeleton() if reader().table_exists(TABLE) else table_script()
-        self._commit(script + lines, touched, started=True)
+        self._commit(script + lines, touched, started=True, dropped=dropped)
 
-    def _commit(self, lines: list[str], touched=None, started: bool = False) -> None:
+    def _commit(
+        self, lines: list[str], touched=None, started: bool = False, dropped=()
+    ) -> None:
         if not started:  # _change asks before it looks for the table
             self.faults.before_commit()
         if touched is not None:  # its chains may be read back alone: see MOVES_GENERATION
@@ -731,6 +773,11 @@ class NftablesBackend:
             if whole and _untouched(view, touched) != _untouched(base, touched):
                 # another program changed chains this transaction left alone, after the
                 # run checked them: recorded as unknown, rebuilt by the engine right away
+                self.changed.add(KEY)
+                view = None
+            elif view and any(chain_ref(c) in view.get("chains", ()) for c in dropped):
+                # a chain the plan drops, made by another program after the run found it
+                # absent (so this transaction did not delete it): the same
                 self.changed.add(KEY)
                 view = None
         self.views[KEY] = view
