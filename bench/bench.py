@@ -91,11 +91,14 @@ def spawn(
     return elapsed, usage.ru_maxrss
 
 
-def nft_floor_scripts(interface: str) -> tuple[str, str]:
+def nft_floor_scripts(interface: str, as_switch: bool = False) -> tuple[str, str]:
     """The nftables floor's scripts: one interface's `public` chains and map elements put
-    into nm-zones' table, and taken out again (bench/versus.py times the first in-process).
-    The first as a switch writes it (chains as blocks, elements in the maps' declarations:
-    backends/nftables/backend.py), which spares libnftables a dump of every chain."""
+    into nm-zones' table, and taken out again. For `nft -f`, as `nm-zones plan` prints them
+    (`add rule` lines: a process that only adds closes its socket at once, where one whose
+    transaction flushes or updates a chain waits for the kernel's RCU grace period); for
+    bench/versus.py's in-process floor, `as_switch`, as a switch writes them (chains as
+    blocks, elements in the maps' declarations: backends/nftables/backend.py), which spares
+    libnftables a dump of every chain of every table."""
     from nm_zones.backends.nftables.backend import _drop_chains, interface_script
     from nm_zones.config.load import load
     from nm_zones.ifname import chain_name
@@ -108,7 +111,11 @@ def nft_floor_scripts(interface: str) -> tuple[str, str]:
     ruleset = compile_interface(interface, config.zones["public"], config)
     plan = KernelPlan(interface, ruleset.chains_by_table())
     chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
-    return ("\n".join(interface_script(plan, present=set())) + "\n",
+    if as_switch:
+        script = interface_script(plan, present=set())
+    else:
+        script = interface_script(plan, replace=False)
+    return ("\n".join(script) + "\n",
             "\n".join(_drop_chains(interface, chains)) + "\n")
 
 

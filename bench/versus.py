@@ -374,7 +374,7 @@ sys.path.insert(0, sys.argv[2])
 from bench import nft_floor_scripts
 from nm_zones.backends.nftables.libnft import Nft
 
-add, undo = nft_floor_scripts("floor0")
+add, undo = nft_floor_scripts("floor0", as_switch=True)
 nft, times = Nft(), []
 for _ in range(int(sys.argv[1])):
     start = time.perf_counter()
