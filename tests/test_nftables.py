@@ -91,14 +91,11 @@ def test_a_switch_script_spares_libnftables_a_dump_of_every_chain(backend, zone)
     assert deleted and deleted == everything - kept, zone
 
 
-def test_a_chain_the_switch_drops_made_after_its_check_is_taken_out(lab):
-    """A switch deletes only the chains its plan drops that its check of the kernel found: one
-    that another program makes between that check and the commit (with the element leading
-    to it) is found after the commit, and the run rebuilds the table and says so."""
-    link = lab.add_link()
-    lab.nm_zones("apply", link.name, "home")
+def meanwhile(lab, command: str, *args: str) -> tuple[int, str]:
+    """`nm-zones ARGS`, with `command` run in the zoned host between the run's check of the
+    kernel and its first commit (NM_ZONES_FAULTS=stop-before-commit=1): exit code, stderr."""
     run = subprocess.Popen(
-        ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", "apply", link.name, "public"],
+        ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", *args],
         env=lab.env(NM_ZONES_FAULTS="stop-before-commit=1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -106,19 +103,72 @@ def test_a_chain_the_switch_drops_made_after_its_check_is_taken_out(lab):
     )
     _, stopped = os.waitpid(run.pid, os.WUNTRACED)  # after its check, before its commit
     assert os.WIFSTOPPED(stopped), stopped
-    pre = f"nmz-if-{link.name}-pre"
     try:
-        lab.shell(
-            f"nft add chain inet nm-zones {pre}; nft add rule inet nm-zones {pre} accept; "
-            f"nft add element inet nm-zones nmz-pre '{{ \"{link.name}\" : jump {pre} }}'"
-        )
+        lab.shell(command)
     finally:
         os.kill(run.pid, signal.SIGCONT)
     stdout, stderr = run.communicate(timeout=60)
     assert run.returncode in (0, 1) and "Traceback" not in stderr, (stdout, stderr)
+    return run.returncode, stderr
+
+
+def test_a_chain_the_switch_drops_made_after_its_check_is_taken_out(lab):
+    """A switch deletes only the chains its plan drops that its check of the kernel found: one
+    that another program makes between that check and the commit (with the element leading
+    to it) is found after the commit, and the run rebuilds the table and says so."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    pre = f"nmz-if-{link.name}-pre"
+    make = (
+        f"nft add chain inet nm-zones {pre}; nft add rule inet nm-zones {pre} accept; "
+        f"nft add element inet nm-zones nmz-pre '{{ \"{link.name}\" : jump {pre} }}'"
+    )
+    _, stderr = meanwhile(lab, make, "apply", link.name, "public")
     assert "changed by another program" in stderr, stderr
     assert pre not in lab.nft_table()
     assert lab.nm_zones("status", check=False).returncode == 0
+
+
+@pytest.mark.parametrize("verdict", ["accept", "jump nmz-if-{other}-in"])
+def test_an_element_added_meanwhile_under_the_name_for_a_kind_the_zone_drops_goes(lab, verdict):
+    """The run's check found no forward-out chain for the interface, so its commit leaves the
+    map nmz-forward-out alone. Another program's element under the interface's name added
+    between that check and the commit (one that accepts what is forwarded out through it,
+    or that sends it to another interface's chain) is deleted right after the commit, or
+    the table rebuilt: nothing of it stays."""
+    link, other = lab.add_link(), lab.add_link()
+    lab.nm_zones("apply", other.name, "public")
+    lab.nm_zones("apply", link.name, "public")
+    element = f'"{link.name}" : {verdict.format(other=other.name)}'
+    meanwhile(
+        lab,
+        f"nft add element inet nm-zones nmz-forward-out '{{ {element} }}'",
+        *("apply", link.name, "block"),
+    )
+    assert element not in lab.nft_table()
+    assert lab.nm_zones("status", check=False).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "nft add rule inet nm-zones nmz-commit drop",
+        "nft delete chain inet nm-zones nmz-commit",
+        "nft add set inet nm-zones nmz-commit '{ type ipv4_addr; }'",  # a set of that name
+    ],
+)
+def test_what_moves_the_generation_id_cannot_make_a_switch_fail(lab, change):
+    """Each transaction moves the ruleset's generation id with the rule of a chain of its own,
+    `nmz-commit`: another program's change to it between runs is seen by the next run's
+    check (the table rebuilt), and the switch goes through."""
+    link = lab.add_link()
+    lab.nm_zones("apply", link.name, "home")
+    lab.nm_zones("apply", link.name, "public")
+    lab.shell(change)
+    result = lab.nm_zones("apply", link.name, "drop", check=False)
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result
+    assert lab.nm_zones("status", check=False).returncode == 0
+    assert f"jump nmz-if-{link.name}-in" in lab.nft_table()
 
 
 FOREIGN_NFT = """
@@ -586,7 +636,8 @@ print(backend.changed_meanwhile() == {KEY})
 def test_a_commit_that_changes_nothing_is_not_taken_for_another_programs(lab):
     """The kernel moves the generation id only for a transaction that changes something: a
     commit of nm-zones' that changed nothing, after one of another program's, must not let
-    that one pass for its own (every such commit takes a set's element out and puts it back)."""
+    that one pass for its own (every such commit takes the rule of a chain of its own out
+    and puts it back)."""
     link, other = lab.add_link(), lab.add_link()
     lab.nm_zones("apply", link.name, "home")
     lab.nm_zones("apply", other.name, "home")

@@ -26,7 +26,9 @@ chain of every table first (what version 1.0.6 does for any `add rule`, `add ele
 or `delete`: with 200 interfaces bound, most of what the commit costs more than with one): an
 interface's rules as one chain block (`add chain T C { rule; rule; }`, which libnftables
 expands into the same rules), a map's elements in its declaration, nothing deleted that the
-run found absent, and the generation id moved by a set flushed and filled (MOVES_GENERATION).
+run found absent, and the generation id moved by a chain's rule taken out and put back
+(MOVES_GENERATION). When another program's transaction came between the run's check and its
+commit, what was left alone as absent is deleted in a transaction of its own.
 Other tables (docker's, iptables-nft's `ip filter`, the admin's) are never named, and nothing
 of theirs is read: the view reads nm-zones' table alone (nfnetlink.py), and `status` reads it
 back as libnftables lists it in JSON (listing.py).
@@ -384,7 +386,7 @@ def element_map(kind: str) -> str:
 
 
 def interface_script(
-    plan, replace: bool = True, stale: tuple[str, ...] = (), present=None
+    plan, replace: bool = True, stale: tuple[str, ...] = (), present: set[str] | None = None
 ) -> list[str]:
     """Commands that make the table hold `plan` for its interface (the catch-all for None):
     its chains flushed and refilled, chains of kinds it no longer uses deleted with their
@@ -396,7 +398,13 @@ def interface_script(
     return _script_lines(Script(plan), plan.interface, replace, stale, present)
 
 
-def _script_lines(script, interface, replace, stale, present) -> list[str]:
+def _script_lines(
+    script: Script,
+    interface: str | None,
+    replace: bool,
+    stale: tuple[str, ...],
+    present: set[str] | None,
+) -> list[str]:
     lines = []
     t = f"{FAMILY} {TABLE}"
     for helper, (protocol, families) in sorted(script.helpers.items()):
@@ -426,18 +434,27 @@ def _script_lines(script, interface, replace, stale, present) -> list[str]:
         owned = own_chains(interface)
         for base, rules in script.sources.items():  # only `plan` shows a zone's sources here
             lines += [f"insert rule {t} {base} {rule}" for rule in reversed(rules)]
-    for dispatch_chain, elements in script.elements.items():
-        pairs = [f"{quote(name)} : {verdict}" for name, verdict in elements.items()]
-        if replace:  # all of a map's elements in its declaration (module docstring)
-            declaration = f"type ifname : verdict; elements = {{ {', '.join(pairs)} }};"
-            lines.append(f"add map {t} {dispatch_chain} {{ {declaration} }}")
-        else:
-            lines += [f"add element {t} {dispatch_chain} {{ {pair} }}" for pair in pairs]
+    lines += _element_lines(script, replace)
     if interface is not None and replace:
         dropped = [c for c in owned if c not in bodies]
         if present is not None:
             dropped = [c for c in dropped if chain_ref(c) in present]
         lines += _drop_chains(interface, dropped)
+    return lines
+
+
+def _element_lines(script: Script, replace: bool) -> list[str]:
+    """The plan's map elements: each map's in its declaration (module docstring), or for a
+    script to read (`replace` False: plan, rebuild) one `add element` each."""
+    t = f"{FAMILY} {TABLE}"
+    lines = []
+    for dispatch_chain, elements in script.elements.items():
+        pairs = [f"{quote(name)} : {verdict}" for name, verdict in elements.items()]
+        if replace:
+            declaration = f"type ifname : verdict; elements = {{ {', '.join(pairs)} }};"
+            lines.append(f"add map {t} {dispatch_chain} {{ {declaration} }}")
+        else:
+            lines += [f"add element {t} {dispatch_chain} {{ {pair} }}" for pair in pairs]
     return lines
 
 
@@ -508,17 +525,20 @@ def plan_script(plan) -> str:
     return "\n".join(table_script() + interface_script(plan, replace=False)) + "\n"
 
 
-# the end of every transaction whose touched chains may be read back alone: a set's element
-# taken out and put back (not a chain made and deleted: a `delete` makes libnftables fetch
-# every chain first). The kernel moves the generation id only for a transaction that changed
-# something (re-adding what exists changes nothing), and the proof that this transaction was
-# the only one since the view it starts from (nfnetlink.read) is that the id moved by
-# exactly one: without a change of its own, another program's one transaction would pass
-# for it.
+# the end of every transaction whose touched chains may be read back alone: the rule of a
+# chain of its own, `nmz-commit` (nothing jumps to it), taken out and put back (not a chain
+# made and deleted: a `delete` makes libnftables fetch every chain first; a chain, not a set:
+# the view fingerprints every chain, so one that another program changed is seen and the
+# table rebuilt before a transaction could fail on it). The kernel moves the generation id
+# only for a transaction that changed something (re-adding what exists changes nothing), and
+# the proof that this transaction was the only one since the view it starts from
+# (nfnetlink.read) is that the id moved by exactly one: without a change of its own, another
+# program's one transaction would pass for it.
+COMMIT_CHAIN = "nmz-commit"
 MOVES_GENERATION = (
-    f"add set {FAMILY} {TABLE} nmz-commit {{ type mark; }}",
-    f"flush set {FAMILY} {TABLE} nmz-commit",
-    f"add set {FAMILY} {TABLE} nmz-commit {{ type mark; elements = {{ 1 }}; }}",
+    f"add chain {FAMILY} {TABLE} {COMMIT_CHAIN}",
+    f"flush chain {FAMILY} {TABLE} {COMMIT_CHAIN}",
+    f"add chain {FAMILY} {TABLE} {COMMIT_CHAIN} {{ return; }}",
 )
 
 
@@ -536,6 +556,7 @@ class NftablesBackend:
         self.checked: dict | None = None  # the view the last check found (differs)
         self.views: dict[tuple[str, str], dict | None] = {}
         self.changed: set[tuple[str, str]] = set()  # see changed_meanwhile
+        self.raced = False  # another transaction came between the last commit and its check
         self.faults = faults_from_environment()
 
     def listing(self):
@@ -600,25 +621,52 @@ class NftablesBackend:
     def apply_many(self, items: list) -> None:
         """Several interfaces' plans (no catch-all) in one transaction. The chains the run
         found in the table spare deleting those a plan drops that are not there; after the
-        commit, none of them may be there (see _commit)."""
-        lines: list[str] = []
-        touched: set[str] = set()
-        dropped: set[str] = set()
+        commit, none of them may be there (see _commit), and when another transaction came
+        in between, what was left alone is deleted then (_drop_after_race)."""
         checked = self.trusted.get(KEY)
         present = set(checked["chains"]) if checked and "chains" in checked else None
-        for plan, _previous in items:
-            owned = frozenset(own_chains(plan.interface))
-            self.faults.check(owned)
-            script = Script(plan)
-            touched |= owned
-            dropped |= owned - set(script.chains)
-            lines += _script_lines(script, plan.interface, True, (), present)
+        lines, touched, dropped, unseen = self._switch(items, present)
         self._change(lines, touched, dropped)
+        if self.raced and KEY not in self.changed and any(unseen.values()):
+            self._drop_after_race(unseen, dropped)
         plans = [plan for plan, _ in items]
         self._fill_sets(plans)
         forwarding = sorted({f for plan in plans for f in plan.forwarding or ()})
         if forwarding:
             enable_forwarding(forwarding)
+
+    def _switch(self, items: list, present: set[str] | None) -> tuple:
+        """The script of `items`' plans given the chains `present`; the chains it touches,
+        those the plans drop, and per interface those it leaves alone as absent."""
+        lines: list[str] = []
+        touched: set[str] = set()
+        dropped: set[str] = set()
+        unseen: dict[str, list[str]] = {}
+        for plan, _previous in items:
+            owned = frozenset(own_chains(plan.interface))
+            self.faults.check(owned)
+            script = Script(plan)
+            touched |= owned
+            gone = owned - set(script.chains)
+            dropped |= gone
+            if present is not None:
+                unseen[plan.interface] = sorted(c for c in gone if chain_ref(c) not in present)
+            lines += _script_lines(script, plan.interface, True, (), present)
+        return lines, touched, dropped, unseen
+
+    def _drop_after_race(self, unseen: dict[str, list[str]], dropped: set[str]) -> None:
+        """Another program's transaction came between the run's check and its commit: the
+        chains and map elements the commit left alone because the check found them absent
+        are deleted now, whatever that program made of them. When one of its elements
+        stands under one of these interfaces' names with another verdict, the deletion is
+        refused: another program's change, and the table is rebuilt at once."""
+        lines = [line for name, chains in unseen.items() for line in _drop_chains(name, chains)]
+        try:
+            self._change(lines, {chain for chains in unseen.values() for chain in chains}, dropped)
+        except CommitRefused:
+            self.changed.add(KEY)
+            self.views[KEY] = None
+            self.trusted.pop(KEY, None)
 
     def remove(self, interface: str | None, previous_tables=None) -> None:
         from ...ifname import chain_name
@@ -738,7 +786,7 @@ class NftablesBackend:
             view = checked
         self.trusted = {KEY: view} if view else {}
 
-    def _change(self, lines: list[str], touched, dropped=()) -> None:
+    def _change(self, lines: list[str], touched, dropped: set[str] | tuple = ()) -> None:
         """One transaction: the skeleton first (when the table is new, its vmap rules too;
         a table whose hook chains another program changed is rebuilt whole before, by
         engine.reconcile), then `lines`, which change the `touched` chains and maps only,
@@ -752,12 +800,18 @@ class NftablesBackend:
         self._commit(script + lines, touched, started=True, dropped=dropped)
 
     def _commit(
-        self, lines: list[str], touched=None, started: bool = False, dropped=()
+        self,
+        lines: list[str],
+        touched=None,
+        started: bool = False,
+        dropped: set[str] | tuple = (),
     ) -> None:
         if not started:  # _change asks before it looks for the table
             self.faults.before_commit()
+        self.raced = False
         if touched is not None:  # its chains may be read back alone: see MOVES_GENERATION
             lines = [*lines, *MOVES_GENERATION]
+            touched = {*touched, COMMIT_CHAIN}
         try:
             self.nft.run("\n".join(lines) + "\n")
         except NftError as error:
@@ -769,7 +823,7 @@ class NftablesBackend:
         else:
             touched = sorted({chain_ref(chain) for chain in touched})  # as the kernel names them
             view = read_view(KEY, touched, base)
-            whole = not _read_partly(view, base)
+            whole = self.raced = not _read_partly(view, base)
             if whole and _untouched(view, touched) != _untouched(base, touched):
                 # another program changed chains this transaction left alone, after the
                 # run checked them: recorded as unknown, rebuilt by the engine right away
