@@ -9,11 +9,11 @@ import json
 import os
 import re
 import signal
-import subprocess
 
 import pytest
 
 from tests.harness.lab import PYTHON, wait_for
+from tests.test_failclosed import stopped_before_commit
 from tests.test_plan import CUSTOM_ZONE, ZONES
 
 pytestmark = pytest.mark.parametrize("backend", ["nftables"])
@@ -94,15 +94,7 @@ def test_a_switch_script_spares_libnftables_a_dump_of_every_chain(backend, zone)
 def meanwhile(lab, command: str, *args: str) -> tuple[int, str]:
     """`nm-zones ARGS`, with `command` run in the zoned host between the run's check of the
     kernel and its first commit (NM_ZONES_FAULTS=stop-before-commit=1): exit code, stderr."""
-    run = subprocess.Popen(
-        ["ip", "netns", "exec", lab.zoned, PYTHON, "-m", "nm_zones", *args],
-        env=lab.env(NM_ZONES_FAULTS="stop-before-commit=1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    _, stopped = os.waitpid(run.pid, os.WUNTRACED)  # after its check, before its commit
-    assert os.WIFSTOPPED(stopped), stopped
+    run = stopped_before_commit(lab, *args)
     try:
         lab.shell(command)
     finally:

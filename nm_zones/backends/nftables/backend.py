@@ -465,7 +465,6 @@ def own_chains(interface: str) -> list[str]:
     return [chain_name(interface, kind) for kind in CHAIN_KINDS]
 
 
-
 def deadline_sets(deadlines, interface: str | None) -> list[str]:
     """The set of each timed allowance's deadline, with the interface in it for as long as
     is left until the deadline (CLOCK_BOOTTIME): the kernel counts the element down on its
@@ -669,11 +668,9 @@ class NftablesBackend:
             self.trusted.pop(KEY, None)
 
     def remove(self, interface: str | None, previous_tables=None) -> None:
-        from ...ifname import chain_name
-
         if interface is None:
             return self.remove_chains(frozenset(CATCHALL_CHAINS.values()))
-        chains = [chain_name(interface, kind) for kind in CHAIN_KINDS]
+        chains = own_chains(interface)
         self.faults.check(frozenset(chains))
         self._change(_drop_chains(interface, chains), chains)
 
