@@ -62,6 +62,31 @@ def test_plan_loads_with_nft_check_and_is_what_apply_puts_in_place(lab):
     lab.run(lab.peer, ["nft", "flush", "ruleset"])
 
 
+def test_an_interface_named_with_a_dollar_and_a_trailing_star_is_matched_by_its_name_alone(lab):
+    """nft reads `$z` in a log prefix as a variable and a trailing `*` in an interface's name
+    as "any name with this prefix": such an interface is bound, switched and removed in a
+    zone that logs what it refuses, and an interface its name would match as a prefix keeps
+    its own zone."""
+    write(lab, "zones.d/custom.yaml", CUSTOM_ZONE)  # log-denied, 8080/tcp open
+    odd, prefixed = lab.add_link("v$z*"), lab.add_link("v$z1")
+    lab.listen()
+    lab.nm_zones("apply", prefixed.name, "trusted")
+    for zone, seen in (("custom", "accepted"), ("public", "rejected"), ("custom", "accepted")):
+        script = lab.nm_zones("plan", odd.name, zone).stdout[len("# nftables\n") :]
+        checked = lab.run(lab.peer, ["nft", "-c", "-f", "-"], input_text=script, check=False)
+        assert checked.returncode == 0, (zone, checked.stderr)
+        result = lab.nm_zones("apply", odd.name, zone, check=False)
+        assert result.returncode == 0 and result.stderr == "", result
+        assert probe_8080(lab, odd) == [seen, seen], zone
+        assert probe_8080(lab, prefixed) == ["accepted", "accepted"], zone
+        assert lab.nm_zones("status", check=False).returncode == 0
+    assert '"v$z*" : jump nmz-if-' in lab.nft_table()
+    lab.nm_zones("remove", odd.name)
+    assert "v$z*" not in lab.nft_table()
+    assert lab.nm_zones("status", check=False).returncode == 0
+    assert probe_8080(lab, prefixed) == ["accepted", "accepted"]
+
+
 # what makes libnftables 1.0.6 fetch every chain of every table before it runs a script
 FETCHES_EVERY_CHAIN = ("add rule ", "add element ", "insert ", "delete ", "replace ")
 

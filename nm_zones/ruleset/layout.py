@@ -127,7 +127,10 @@ def uses_goto(chain: str, target: str) -> bool:
 
 
 def log_prefix(zone: str, interface: str) -> str:
-    """`nmz public eth0: ` trimmed to iptables' 29 characters, interface kept whole."""
+    """`nmz public eth0: ` trimmed to iptables' 29 characters, interface kept whole; a `$`
+    in the name is spelled `_` (nft reads `$name` in a log prefix as a variable). The
+    readers of the log take the interface from the packet, not from the prefix."""
+    interface = interface.replace("$", "_")
     prefix = f"nmz {zone} {interface}: "
     if len(prefix) > LOG_PREFIX_MAX:
         room = LOG_PREFIX_MAX - len(f"nmz  {interface}: ")

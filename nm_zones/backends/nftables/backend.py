@@ -108,8 +108,16 @@ class Untranslatable(NmZonesError, ValueError):
 
 
 def quote(name: str) -> str:
-    """A chain or interface name as an nft string (names are checked printable ASCII without
+    """A chain name or a text as an nft string (names are checked printable ASCII without
     quotes or backslashes: ifname.check_interface)."""
+    return f'"{name}"'
+
+
+def quote_interface(name: str) -> str:
+    """An interface's name as an nft string that matches that name alone: nft reads a
+    trailing `*` as "any name with this prefix" unless it is escaped."""
+    if name.endswith("*"):
+        name = name[:-1] + "\\*"
     return f'"{name}"'
 
 
@@ -335,13 +343,19 @@ class Script:
             rules = families.get("ipv4") or families.get("ipv6") or []
             lines = []
             for _direction, pattern, target, verb in rules:
-                if pattern and pattern.endswith("+"):
-                    pattern = pattern[:-1] + "*"  # iptables' wildcard as nft writes it
-                match = f"iifname {quote(pattern)} " if pattern else ""
+                match = f"iifname {_pattern(pattern)} " if pattern else ""
                 verdict = "return" if target == "RETURN" else f"{verb} {chain_ref(target)}"
                 lines.append(match + verdict)
             result[base] = lines
         return result
+
+
+def _pattern(pattern: str) -> str:
+    """An exempt name as nft matches it: iptables' trailing `+` (any name with this prefix)
+    is nft's `*`; any other name is matched whole."""
+    if pattern.endswith("+"):
+        return quote(pattern[:-1] + "*")
+    return quote_interface(pattern)
 
 
 def _helper_decl(helper: str, protocol: str, families: set[str]) -> str:
@@ -449,7 +463,7 @@ def _element_lines(script: Script, replace: bool) -> list[str]:
     t = f"{FAMILY} {TABLE}"
     lines = []
     for dispatch_chain, elements in script.elements.items():
-        pairs = [f"{quote(name)} : {verdict}" for name, verdict in elements.items()]
+        pairs = [f"{quote_interface(name)} : {verdict}" for name, verdict in elements.items()]
         if replace:
             declaration = f"type ifname : verdict; elements = {{ {', '.join(pairs)} }};"
             lines.append(f"add map {t} {dispatch_chain} {{ {declaration} }}")
@@ -478,7 +492,7 @@ def deadline_sets(deadlines, interface: str | None) -> list[str]:
         left = ceil((deadline - now) * 1000)
         element = ""  # in the set's declaration, not an `add element` (module docstring)
         if interface is not None and left > 0:
-            element = f" elements = {{ {quote(interface)} timeout {left}ms }};"
+            element = f" elements = {{ {quote_interface(interface)} timeout {left}ms }};"
         lines.append(f"add set {t} {name} {{ type ifname; flags timeout;{element} }}")
     return lines
 
@@ -494,9 +508,9 @@ def _drop_chains(interface: str | None, chains: list[str]) -> list[str]:
         if interface is not None:
             dispatch_chain = element_map(kind)
             verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
-            element = f"{{ {quote(interface)} : {verb} {chain_ref(chain)} }}"
+            element = f"{{ {quote_interface(interface)} : {verb} {chain_ref(chain)} }}"
             lines.append(f"add element {t} {dispatch_chain} {element}")
-            lines.append(f"delete element {t} {dispatch_chain} {{ {quote(interface)} }}")
+            lines.append(f"delete element {t} {dispatch_chain} {{ {quote_interface(interface)} }}")
         lines.append(f"delete chain {t} {chain_ref(chain)}")
     return lines
 
@@ -681,7 +695,7 @@ class NftablesBackend:
         lines = []
         t = f"{FAMILY} {TABLE}"
         for dispatch_chain, interface in elements:
-            lines.append(f"delete element {t} {dispatch_chain} {{ {quote(interface)} }}")
+            lines.append(f"delete element {t} {dispatch_chain} {{ {quote_interface(interface)} }}")
         for chain in sorted(owned):
             if chain in CATCHALL_CHAINS.values():
                 continue
