@@ -525,6 +525,49 @@ for line in sys.stdin:  # a shell command that changes the tables, then both rea
                       "bytes changed": before != blobs}), flush=True)
 """
 
+def _entries_blob(family: str, extras: list[int]) -> bytes:
+    """A table of entries as the kernel hands them out: each with its ip part, nfcache,
+    offsets, comefrom and counters, then a target that is neither a verdict nor a chain's
+    head (a LOG target: its first name byte is not 0, its name not ERROR)."""
+    from nm_zones.backends.iptables.held import LAYOUT, TARGET_SIZE
+
+    ip_size, offsets_at, entry_size = LAYOUT[family]
+    blob = b""
+    for number, extra in enumerate(extras):
+        target = (TARGET_SIZE + extra).to_bytes(2, "little") + b"LOG".ljust(30, b"\0")
+        target += bytes([number]) * extra
+        head = bytes([0x40 + number]) * ip_size + bytes(offsets_at - ip_size)
+        size = entry_size + len(target)
+        offsets = entry_size.to_bytes(2, "little") + size.to_bytes(2, "little")
+        blob += head + offsets + bytes([0xC0 + number]) * (entry_size - offsets_at - 4) + target
+    return blob
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_a_tables_proof_compares_every_byte_but_comefrom_and_the_counters(family):
+    """held._Proof, made from the walk's sizes of the entries, says a table read again is
+    the one walked when only bytes the kernel changes by itself differ (each entry's
+    comefrom and counters), and not when any other byte does."""
+    from nm_zones.backends.iptables import held
+
+    _, offsets_at, entry_size = held.LAYOUT[family]
+    blob = _entries_blob(family, [8, 40, 8, 0, 24])
+    walked = held._walk(family, (0, -1, -1, -1, -1), blob)
+    assert sum(walked.sizes) == len(blob) and len(walked.sizes) == 5
+    proof = held._Proof(walked)
+    assert proof.matches(bytes(blob))
+    kernel_owned, start = set(), 0
+    for size in walked.sizes:
+        kernel_owned |= set(range(start + offsets_at + 4, start + entry_size))
+        start += size
+    for position in range(len(blob)):
+        changed = bytearray(blob)
+        changed[position] ^= 0x01
+        assert proof.matches(bytes(changed)) == (position in kernel_owned), position
+    assert not proof.matches(blob + bytes(8)) and not proof.matches(blob[:-8])
+
+
 TRAFFIC = (
     "import socket; [socket.socket(f).connect_ex((a, 9))"
     " for f, a in ((2, '127.0.0.1'), (10, '::1'))]"

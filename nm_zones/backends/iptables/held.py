@@ -182,6 +182,7 @@ class _Walked:
         self.heads: list[int] = []  # where each user chain's ERROR entry begins
         # (offset of the verdict, the offset it jumps to, whether its rule heads a built-in)
         self.jumps: list[tuple[int, int, bool]] = []
+        self.sizes: list[int] = []  # each entry's next_offset, in table order (_Proof's)
         self.end = 0  # where the entries end
 
 
@@ -189,7 +190,7 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
     ip_size, offsets_at, entry_size = LAYOUT[family]
     hook_starts = {offset: HOOK_NAMES[h] for h, offset in enumerate(hooks) if offset >= 0}
     walked = _Walked(family, blob, hook_starts)
-    masked, starts, jumps = walked.masked, walked.starts, walked.jumps
+    masked, starts, jumps, sizes = walked.masked, walked.starts, walked.jumps, walked.sizes
     zeros = bytes(entry_size - ip_size)
     offsets_of, verdict_of = ENTRY_OFFSETS.unpack_from, VERDICT.unpack_from
     offset, length = 0, len(blob)
@@ -201,6 +202,7 @@ def _walk(family: str, hooks: tuple[int, ...], blob: bytes) -> _Walked:
         if offset + next_offset > length:
             break
         masked[offset + ip_size : offset + entry_size] = zeros
+        sizes.append(next_offset)
         name_at = offset + target_offset + 2
         if not blob[name_at]:  # the standard target: a verdict, or a jump when >= 0
             verdict_at = name_at + 30
@@ -343,7 +345,7 @@ class HeldTables:
             return dict(kept[2])
         walked = _walk(family, hooks, blob)
         view = _view_of_walked(walked)
-        self._kept[(family, table)] = (hooks, _Proof(family, blob), view)
+        self._kept[(family, table)] = (hooks, _Proof(walked), view)
         return dict(view)
 
 
@@ -353,17 +355,23 @@ class _Proof:
     once, or reads it again after a commit of its own that changed its length (most do),
     pays only for keeping a reference to what it read."""
 
-    def __init__(self, family: str, blob: bytes):
-        self._source: tuple[str, bytes] | None = (family, blob)
+    def __init__(self, walked: _Walked):
+        # what was read, with its entries' sizes as the walk found them (not the walk's
+        # copy of the table: a service keeps one proof per table)
+        self._source: tuple[str, bytes, list[int]] | None = (
+            walked.family,
+            walked.blob,
+            walked.sizes,
+        )
         self._compared = Struct("")
         self._bytes = b""
 
     def matches(self, blob: bytes) -> bool:
         if self._source is not None:
-            family, kept = self._source
+            family, kept, sizes = self._source
             if len(kept) != len(blob):
                 return False  # a commit of this process changed it: nothing to build
-            self._compared = _compared_bytes(family, _entry_sizes(family, kept), len(kept))
+            self._compared = _compared_bytes(family, sizes, len(kept))
             self._bytes, self._source = b"".join(self._compared.unpack(kept)), None
         if self._compared.size != len(blob):
             return False
@@ -386,23 +394,20 @@ def _entries(family: str, blob: bytes, begin: int, end: int):
         offset += next_offset
 
 
-def _entry_sizes(family: str, blob: bytes) -> list[int]:
-    """Each entry's next_offset, in table order."""
-    return [size for _, _, size in _entries(family, blob, 0, len(blob))]
-
-
 def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
     """A Struct that picks, from a table of entries of these sizes, every byte but each
-    entry's comefrom and counters (pad bytes), the bytes in between as one string each."""
+    entry's comefrom and counters (pad bytes), the bytes in between as one string each.
+    (Its format is joined from one piece per distinct size: a table holds thousands of
+    entries of a few dozen sizes.)"""
+    if not sizes:
+        return Struct(f"={length}s")
     _, offsets_at, entry_size = LAYOUT[family]
     head = offsets_at + 4  # the ip part, nfcache, target_offset and next_offset
     skipped = entry_size - head  # comefrom and the counters
-    parts, pending = [], head
-    for size in sizes:
-        parts.append(f"{pending}s{skipped}x")
-        pending = size - entry_size + head
-    parts.append(f"{length - sum(sizes) + pending - head}s")
-    return Struct("=" + "".join(parts)) if sizes else Struct(f"={length}s")
+    # an entry's skipped bytes, then the rest of it and the head of the next one
+    piece = {size: f"{skipped}x{size - entry_size + head}s" for size in set(sizes)}
+    tail = length - sum(sizes) + sizes[-1] - entry_size
+    return Struct(f"={head}s" + "".join(map(piece.__getitem__, sizes[:-1])) + f"{skipped}x{tail}s")
 
 
 def view_digest(view: dict) -> str:
