@@ -26,6 +26,8 @@ from .basics import (
     ordered,
 )
 
+HAS_RULES = frozenset((*IN_KERNEL, Status.REMOVING))  # statuses whose rules may be in the kernel
+
 
 class Recovery:
     """The part of the Engine that repairs what others, or an interrupted run, left."""
@@ -36,10 +38,12 @@ class Recovery:
         restored an old ruleset. Runs before anything else commits, so that no commit of
         this run records a changed table as if it were nm-zones' own."""
         wanted = set(state.kernel)
-        tables = set()
-        for binding in state.interfaces.values():
-            if binding.status in (*IN_KERNEL, Status.REMOVING):
-                tables |= binding.table_set()
+        tables = {
+            (family, table)
+            for binding in state.interfaces.values()
+            if binding.status in HAS_RULES
+            for family, table in binding.tables
+        }
         if state.catchall_digest:
             tables |= FILTER_TABLES
         if tables:
