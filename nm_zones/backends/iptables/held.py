@@ -356,21 +356,20 @@ class _Proof:
     pays only for keeping a reference to what it read."""
 
     def __init__(self, walked: _Walked):
-        # what was read, with its entries' sizes as the walk found them (not the walk's
-        # copy of the table: a service keeps one proof per table)
-        self._source: tuple[str, bytes, list[int]] | None = (
-            walked.family,
-            walked.blob,
-            walked.sizes,
-        )
+        # what was read, with its entries' sizes as the walk found them, two bytes each (a
+        # service keeps one proof per table, and each table has thousands of entries)
+        sizes = walked.sizes
+        packed = Struct(f"={len(sizes)}H").pack(*sizes)
+        self._source: tuple[str, bytes, bytes] | None = (walked.family, walked.blob, packed)
         self._compared = Struct("")
         self._bytes = b""
 
     def matches(self, blob: bytes) -> bool:
         if self._source is not None:
-            family, kept, sizes = self._source
+            family, kept, packed = self._source
             if len(kept) != len(blob):
                 return False  # a commit of this process changed it: nothing to build
+            sizes = memoryview(packed).cast("H")
             self._compared = _compared_bytes(family, sizes, len(kept))
             self._bytes, self._source = b"".join(self._compared.unpack(kept)), None
         if self._compared.size != len(blob):
@@ -394,7 +393,7 @@ def _entries(family: str, blob: bytes, begin: int, end: int):
         offset += next_offset
 
 
-def _compared_bytes(family: str, sizes: list[int], length: int) -> Struct:
+def _compared_bytes(family: str, sizes, length: int) -> Struct:
     """A Struct that picks, from a table of entries of these sizes, every byte but each
     entry's comefrom and counters (pad bytes), the bytes in between as one string each.
     (Its format is joined from one piece per distinct size: a table holds thousands of
