@@ -3,7 +3,9 @@
 Linux allows any byte in an interface name except `/`, `:`, whitespace and NUL, up to 15 bytes.
 iptables reads a trailing `+` as "any interface with this prefix" and a leading `!` as negation,
 so such names cannot be matched exactly: they are refused rather than risk matching another
-interface. Quotes and backslashes would not survive iptables-save text: refused too.
+interface. Quotes and backslashes would not survive iptables-save text: refused too. nft reads a
+trailing `*` as a wildcard unless it is escaped, and a name of 15 bytes escaped so no longer
+fits its 16: refused as well.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def check_interface(name: str) -> str:
         )
     if name.startswith("-"):
         raise UsageError(f"interface name {name!r} must not start with '-'")
+    if name.endswith("*") and len(name) == IFNAMSIZ:
+        # nft matches a trailing `*` literally only escaped (`\*`), and the escaped name no
+        # longer fits nft's 16 bytes
+        raise UsageError(
+            f"interface name {name!r} is {IFNAMSIZ} bytes long and ends in '*', which "
+            "nftables cannot match exactly ('*' is a wildcard); rename the interface"
+        )
     return name
 
 

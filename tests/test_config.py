@@ -569,6 +569,28 @@ def test_chain_names_fit_and_never_collide(first, second):
             chains[chain] = name
 
 
+@settings(max_examples=500, deadline=None)
+@given(name=st.one_of(interface_names, st.from_regex(r"[a-z$]{13,14}\*", fullmatch=True)))
+def test_every_name_taken_is_one_nft_can_match_exactly(name):
+    """A name nm-zones takes is written for nft whole, quoted, a trailing `*` escaped (nft's
+    wildcard), within nft's 16 bytes: longer, nft refuses the script, and every commit of
+    the table with it. A 15-byte name ending in `*` is refused instead, saying why."""
+    from nm_zones.backends.nftables.backend import quote_interface
+    from nm_zones.errors import UsageError
+    from nm_zones.ifname import IFNAMSIZ, check_interface
+
+    try:
+        check_interface(name)
+    except UsageError as error:
+        if name.endswith("*") and len(name) == IFNAMSIZ and name.isascii():
+            assert "nftables cannot match exactly" in str(error)
+        return
+    quoted = quote_interface(name)
+    assert quoted.startswith('"') and quoted.endswith('"')
+    assert len(quoted) - 2 <= IFNAMSIZ, quoted
+    assert quoted[1:-1].replace("\\*", "*") == name
+
+
 @settings(max_examples=200, deadline=None)
 @given(names=st.lists(st.one_of(interface_names, st.text(max_size=20)), max_size=5))
 def test_interface_indexes_over_one_socket_agree_with_if_nametoindex(names):
