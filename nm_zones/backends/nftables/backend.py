@@ -116,9 +116,7 @@ def quote(name: str) -> str:
 def quote_interface(name: str) -> str:
     """An interface's name as an nft string that matches that name alone: nft reads a
     trailing `*` as "any name with this prefix" unless it is escaped."""
-    if name.endswith("*"):
-        name = name[:-1] + "\\*"
-    return f'"{name}"'
+    return quote(name[:-1] + "\\*" if name.endswith("*") else name)
 
 
 def _ports(value: str) -> str:
@@ -502,15 +500,16 @@ def _drop_chains(interface: str | None, chains: list[str]) -> list[str]:
     added first (a no-op when present), so the transaction never fails on a missing one."""
     t = f"{FAMILY} {TABLE}"
     lines = []
+    name = quote_interface(interface) if interface is not None else ""
     for chain in chains:
         kind = chain.rsplit("-", 1)[1]
         lines += [f"add chain {t} {chain_ref(chain)}", f"flush chain {t} {chain_ref(chain)}"]
         if interface is not None:
             dispatch_chain = element_map(kind)
             verb = "goto" if dispatch_chain in GOTO_CHAINS else "jump"
-            element = f"{{ {quote_interface(interface)} : {verb} {chain_ref(chain)} }}"
+            element = f"{{ {name} : {verb} {chain_ref(chain)} }}"
             lines.append(f"add element {t} {dispatch_chain} {element}")
-            lines.append(f"delete element {t} {dispatch_chain} {{ {quote_interface(interface)} }}")
+            lines.append(f"delete element {t} {dispatch_chain} {{ {name} }}")
         lines.append(f"delete chain {t} {chain_ref(chain)}")
     return lines
 
